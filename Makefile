@@ -1,0 +1,35 @@
+# Two commands for a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+EXTRAS ?= atari,procgen,wandb,popgym,mujoco,dev
+# The CPU build of torch on these machines; GPU users: TORCH_SPEC="torch==2.13.0" with their index.
+TORCH_SPEC ?= torch==2.13.0
+RUN_CONFIG ?= configs/quickstart.yaml
+RUN_DIR    ?= runs/quickstart
+
+.PHONY: install run test bench-core lint clean
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/r2ac train $(RUN_CONFIG) run_dir=$(RUN_DIR)
+
+test: install
+	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+bench-core: install
+	$(VENV)/bin/r2ac bench core
+
+lint: install
+	$(VENV)/bin/hadolint docker/*.Dockerfile
+
+clean:
+	rm -rf $(VENV) *.egg-info

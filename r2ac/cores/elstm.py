@@ -1,0 +1,150 @@
+"""The element-wise LSTM (eLSTM) of Irie et al. (ICLR 2024, Sec. 3.1, App. A.1) with exact RTRL.
+
+    f(t) = sigmoid(F x(t) + w_f * c(t-1) + b_f)          (Eq. 5 with the biases of Eq. 19)
+    z(t) = tanh   (Z x(t) + w_z * c(t-1) + b_z)
+    c(t) = f(t) * c(t-1) + (1 - f(t)) * z(t)              (Eq. 6)
+    o(t) = sigmoid(O x(t) + W_o c(t));  h(t) = o(t) * c(t) (Eq. 7; W_o is N x N on c(t))
+
+Only F, Z, w_f, w_z, b_f, b_z are in the recurrence; their sensitivities (Eqs. 12-14, 20-24) are
+
+    fh = (c(t-1) - z) f (1 - f);  zh = (1 - f)(1 - z^2);  ch = f + w_f fh + w_z zh
+    Fhat(t) = ch * Fhat(t-1) + outer(fh, x)      Zhat(t) = ch * Zhat(t-1) + outer(zh, x)
+    w_f-hat(t) = ch * w_f-hat(t-1) + fh c(t-1)   (w_z likewise with zh; b_f, b_z without the c(t-1))
+
+The learner never runs that recursion: identity 1 (``rtrl_carry``) gives the exact gradient from one
+autograd pass; identity 2 (``decay_weights`` + one batched matmul) moves the sensitivities to the segment
+end.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as Fn
+from torch import Tensor, nn
+
+from r2ac.cores.base import RecurrentCore
+from r2ac.cores.rtrl import decay_weights, rtrl_carry
+
+#: the recurrent parameters in the order of their sensitivities
+RECURRENT = ("F", "Z", "w_f", "w_z", "b_f", "b_z")
+
+
+def chrono_bias(n: int, max_span: float, generator: torch.Generator | None = None) -> Tensor:
+    """Chrono initialisation (Tallec & Ollivier, 2018) for the keep gate: retention times T_i drawn
+    log-uniformly in [2, max_span], b_f = log(T_i - 1), so that 1 / (1 - sigmoid(b_f)) = T_i."""
+    u = torch.rand(n, generator=generator)
+    return u * math.log(max_span - 1.0)  # log(T_i - 1) with T_i - 1 log-uniform in [1, max_span - 1]
+
+
+class ELSTM(RecurrentCore):
+    """eLSTM core. Options:
+
+    - ``forget_bias_init``: ``"chrono"`` (default; retention times log-uniform up to ``chrono_max``) or a
+      number (every b_f set to it; the paper does not state its initialisation, 0 gives f ~ 0.5 and a
+      memory that halves every step).
+    - ``chrono_max``: the longest retention time of the chrono initialisation (default 1000 steps).
+    """
+
+    name = "elstm"
+    supports_rtrl = True
+
+    def __init__(self, input_size: int, hidden_size: int, learning: str = "tbptt",
+                 forget_bias_init: float | str = "chrono", chrono_max: float = 1000.0):
+        super().__init__(input_size, hidden_size, learning)
+        N, D = hidden_size, input_size
+        if not (forget_bias_init == "chrono" or isinstance(forget_bias_init, (int, float))):
+            raise ValueError(f"forget_bias_init must be 'chrono' or a number, got {forget_bias_init!r}")
+        if chrono_max <= 2:
+            raise ValueError(f"chrono_max must be > 2 steps, got {chrono_max!r}")
+        self.forget_bias_init = forget_bias_init
+        self.chrono_max = float(chrono_max)
+        self.F = nn.Parameter(torch.empty(N, D))
+        self.Z = nn.Parameter(torch.empty(N, D))
+        self.O = nn.Parameter(torch.empty(N, D))
+        self.W_o = nn.Parameter(torch.empty(N, N))
+        self.w_f = nn.Parameter(torch.empty(N))
+        self.w_z = nn.Parameter(torch.empty(N))
+        self.b_f = nn.Parameter(torch.empty(N))
+        self.b_z = nn.Parameter(torch.empty(N))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        N, D = self.hidden_size, self.input_size
+        for w in (self.F, self.Z, self.O):
+            nn.init.uniform_(w, -1.0 / math.sqrt(D), 1.0 / math.sqrt(D))
+        nn.init.uniform_(self.W_o, -1.0 / math.sqrt(N), 1.0 / math.sqrt(N))
+        nn.init.uniform_(self.w_f, -1.0 / math.sqrt(N), 1.0 / math.sqrt(N))
+        nn.init.uniform_(self.w_z, -1.0 / math.sqrt(N), 1.0 / math.sqrt(N))
+        nn.init.zeros_(self.b_z)
+        with torch.no_grad():
+            if self.forget_bias_init == "chrono":
+                self.b_f.copy_(chrono_bias(N, self.chrono_max))
+            else:
+                self.b_f.fill_(float(self.forget_bias_init))
+
+    # -- contract ------------------------------------------------------------------------------
+    def hidden_spec(self):
+        return {"c": (self.hidden_size,)}
+
+    def sensitivity_spec(self):
+        N, D = self.hidden_size, self.input_size
+        return {"dc_dF": (N, D), "dc_dZ": (N, D), "dc_dw_f": (N,), "dc_dw_z": (N,), "dc_db_f": (N,), "dc_db_z": (N,)}
+
+    def recurrent_parameters(self):
+        return [getattr(self, n) for n in RECURRENT]
+
+    def _forward(self, x, state, keep, return_state, sensitivities):
+        N = self.hidden_size
+        # All input projections of the segment in one matmul; the biases b_f, b_z are folded in.
+        weight = torch.cat([self.F, self.Z, self.O], 0)
+        bias = torch.cat([self.b_f, self.b_z, self.b_f.new_zeros(N)])
+        pf, pz, po = Fn.linear(x, weight, bias).split(N, dim=-1)
+        c = state["c"]
+        carried = [state[k] for k in self.sensitivity_spec()] if self.learning == "rtrl" and "dc_dF" in state else None
+        if carried is not None and torch.is_grad_enabled():
+            c = rtrl_carry(c, self.recurrent_parameters(), carried)  # identity 1
+        transport = return_state and sensitivities
+        cs, cps, fs, zs = [], [], [], []
+        for t in range(x.shape[0]):
+            cp = c * keep[t, :, None]
+            f = torch.sigmoid(torch.addcmul(pf[t], self.w_f, cp))
+            z = torch.tanh(torch.addcmul(pz[t], self.w_z, cp))
+            c = torch.lerp(z, cp, f)  # f * c(t-1) + (1 - f) * z
+            cs.append(c)
+            if transport:
+                cps.append(cp)
+                fs.append(f)
+                zs.append(z)
+        C = torch.stack(cs)
+        y = torch.sigmoid(po + Fn.linear(C, self.W_o)) * C
+        if not return_state:
+            return y, None
+        nxt = {"c": c.detach()}
+        if transport:
+            nxt.update(self._transport(carried, x, keep, torch.stack(cps), torch.stack(fs), torch.stack(zs)))
+        return y, nxt
+
+    @torch.no_grad()
+    def _transport(self, carried, x, keep, cp, f, z):
+        """Identity 2: the sensitivities at the segment end from those at its start, in one batched
+        matmul per weight matrix (Eqs. 12-14, 20-24 summed in closed form)."""
+        cp, f, z, x = cp.detach(), f.detach(), z.detach(), x.detach()
+        fh = (cp - z) * f * (1 - f)
+        zh = (1 - f) * (1 - z * z)
+        ch = f + self.w_f * fh + self.w_z * zh
+        a, a0 = decay_weights(ch * keep[..., None])
+        af, az = a * fh, a * zh
+        new = {
+            "dc_dF": torch.einsum("tbn,tbd->bnd", af, x),
+            "dc_dZ": torch.einsum("tbn,tbd->bnd", az, x),
+            "dc_dw_f": (af * cp).sum(0),
+            "dc_dw_z": (az * cp).sum(0),
+            "dc_db_f": af.sum(0),
+            "dc_db_z": az.sum(0),
+        }
+        if carried is not None:
+            for (k, v), s0 in zip(new.items(), carried):
+                v.add_(s0 * (a0[..., None] if v.dim() == 3 else a0))
+        return new
