@@ -1,0 +1,301 @@
+"""Exactness and contract tests of the recurrent cores (float64, against full-sequence BPTT)."""
+
+import io
+import pickle
+
+import pytest
+import torch
+
+from r2ac.cores import CORES, make_core, rtrl_cores
+
+T, B, D, N = 200, 3, 5, 4
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+
+def _data(seed=0, T=T, B=B, D=D, N=N, p_reset=0.03):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, B, D, generator=g)
+    reset = torch.rand(T, B, generator=g) < p_reset
+    reset[0] = True
+    reset[min(60, T - 1) if T > 1 else 0, 1 % B] = True  # a reset inside a segment
+    w = torch.randn(T, B, N, generator=g)  # the loss: sum_t <w(t), y(t)>
+    return x, reset, w
+
+
+def _segment_grads(core, x, reset, w, seg):
+    core.zero_grad()
+    state = core.initial_state(x.shape[1])
+    for s in range(0, x.shape[0], seg):
+        y, state = core(x[s:s + seg], state, reset[s:s + seg])
+        (y * w[s:s + seg]).sum().backward()
+    return {n: p.grad.clone() for n, p in core.named_parameters()}
+
+
+def _rel_err(a, b):
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item()
+
+
+def _elstm(learning, seed=0, **kw):
+    torch.manual_seed(seed)
+    return make_core("elstm", D, N, learning=learning, forget_bias_init=kw.pop("forget_bias_init", 2.0), **kw)
+
+
+@pytest.mark.parametrize("seg", [1, 7, 50])
+def test_elstm_rtrl_segments_equal_full_bptt(seg):
+    x, reset, w = _data()
+    core = _elstm("rtrl")
+    full = _segment_grads(core, x, reset, w, T)  # one segment of 200 = full-sequence BPTT
+    got = _segment_grads(core, x, reset, w, seg)
+    for name in full:
+        assert _rel_err(got[name], full[name]) < 1e-9, name
+
+
+def test_elstm_tbptt_is_truncated():
+    x, reset, w = _data()
+    full = _segment_grads(_elstm("rtrl"), x, reset, w, T)
+    trunc = _segment_grads(_elstm("tbptt"), x, reset, w, 7)
+    # the recurrent parameters lose the credit that crosses segment boundaries
+    assert max(_rel_err(trunc[n], full[n]) for n in ("F", "Z", "w_f", "w_z", "b_f", "b_z")) > 1e-2
+    # and a single full segment of TBPTT is BPTT
+    same = _segment_grads(_elstm("tbptt"), x, reset, w, T)
+    for name in full:
+        assert _rel_err(same[name], full[name]) < 1e-12
+
+
+def _paper_stepwise(core, x, reset):
+    """Independent step-by-step RTRL of the paper (Eqs. 5-6, 12-14, 20-24), written from the equations:
+    returns the sensitivities after every step."""
+    p = {n: t.detach() for n, t in core.named_parameters()}
+    Tn, Bn, _ = x.shape
+    c = torch.zeros(Bn, N)
+    S = {k: torch.zeros(Bn, N, D) for k in ("F", "Z")}
+    S.update({k: torch.zeros(Bn, N) for k in ("w_f", "w_z", "b_f", "b_z")})
+    out = []
+    for t in range(Tn):
+        for b in range(Bn):
+            if reset[t, b]:
+                c[b] = 0
+                for k in S:
+                    S[k][b] = 0
+        f = torch.sigmoid(x[t] @ p["F"].T + p["w_f"] * c + p["b_f"])
+        z = torch.tanh(x[t] @ p["Z"].T + p["w_z"] * c + p["b_z"])
+        fh = (c - z) * f * (1 - f)                      # Eq. 12
+        zh = (1 - f) * (1 - z ** 2)
+        ch = f + p["w_f"] * fh + p["w_z"] * zh          # Eq. 13
+        S["F"] = fh[:, :, None] * x[t][:, None, :] + ch[:, :, None] * S["F"]   # Eq. 14
+        S["Z"] = zh[:, :, None] * x[t][:, None, :] + ch[:, :, None] * S["Z"]   # Eq. 20
+        S["w_f"] = fh * c + ch * S["w_f"]               # Eqs. 21-24
+        S["w_z"] = zh * c + ch * S["w_z"]
+        S["b_f"] = fh + ch * S["b_f"]
+        S["b_z"] = zh + ch * S["b_z"]
+        c = f * c + (1 - f) * z                          # Eq. 6
+        out.append({"c": c.clone(), **{k: v.clone() for k, v in S.items()}})
+    return out
+
+
+@pytest.mark.parametrize("seg", [1, 7, 50])
+def test_elstm_carried_sensitivities_match_paper_recursion(seg):
+    x, reset, _ = _data(seed=1, T=100)
+    core = _elstm("rtrl", seed=1)
+    ref = _paper_stepwise(core, x, reset)
+    state = core.initial_state(B)
+    with torch.no_grad():
+        for s in range(0, 100, seg):
+            _, state = core(x[s:s + seg], state, reset[s:s + seg])
+            r = ref[min(s + seg, 100) - 1]
+            assert torch.allclose(state["c"], r["c"], rtol=1e-12, atol=1e-13)
+            for k in ("F", "Z", "w_f", "w_z", "b_f", "b_z"):
+                assert torch.allclose(state["dc_d" + k], r[k], rtol=1e-10, atol=1e-12), k
+
+
+def test_elstm_gradient_from_paper_sensitivities():
+    """dL/dF = sum_t diag(e(t)) Fhat(t) (Eq. 14) with e(t) = dL(t)/dc(t) through the output only,
+    computed from the independent recursion, equals the core's gradient."""
+    x, reset, w = _data(seed=2, T=40)
+    core = _elstm("rtrl", seed=2)
+    ref = _paper_stepwise(core, x, reset)
+    grads = _segment_grads(core, x, reset, w, 9)
+    gF = torch.zeros(N, D)
+    gwf = torch.zeros(N)
+    p = {n: t.detach() for n, t in core.named_parameters()}
+    for t in range(40):
+        c = ref[t]["c"].clone().requires_grad_(True)
+        o = torch.sigmoid(x[t] @ p["O"].T + c @ p["W_o"].T)
+        (o * c * w[t]).sum().backward()
+        gF += torch.einsum("bn,bnd->nd", c.grad, ref[t]["F"])
+        gwf += (c.grad * ref[t]["w_f"]).sum(0)
+    assert _rel_err(grads["F"], gF) < 1e-10
+    assert _rel_err(grads["w_f"], gwf) < 1e-10
+
+
+def test_state_size_independent_of_T():
+    core = _elstm("rtrl")
+    sizes = set()
+    for Tn in (1, 10, 100):
+        x, reset, _ = _data(T=Tn)
+        with torch.no_grad():
+            _, st = core(x, core.initial_state(B), reset)
+        sizes.add(tuple((k, tuple(v.shape)) for k, v in sorted(st.items())))
+    assert len(sizes) == 1
+    (k_shapes,) = sizes
+    assert sum(torch.Size(s).numel() for _, s in k_shapes) == B * (N + 2 * N * D + 4 * N)
+
+
+def test_no_grad_actor_path_and_return_state_false():
+    x, reset, _ = _data(T=30)
+    core = _elstm("rtrl")
+    with torch.no_grad():
+        y1, st = core(x, core.initial_state(B), reset)
+        y2, none = core(x, core.initial_state(B), reset, return_state=False)
+    assert none is None and torch.equal(y1, y2)
+    assert set(st) == set(core.state_spec()) and not any(v.requires_grad for v in st.values())
+
+
+def test_hidden_only_steps_then_rerun_equals_full():
+    """Actors step with sensitivities=False and re-run the trajectory once at its end."""
+    x, reset, _ = _data(T=25)
+    core = _elstm("rtrl")
+    start = core.initial_state(B)
+    with torch.no_grad():
+        hidden = start
+        ys = []
+        for t in range(25):
+            y, hidden = core(x[t:t + 1], hidden, reset[t:t + 1], sensitivities=False)
+            ys.append(y)
+        assert set(hidden) == {"c"}
+        y_full, full = core(x, start, reset)
+    assert torch.allclose(torch.cat(ys), y_full, rtol=1e-12, atol=1e-14)
+    assert torch.allclose(hidden["c"], full["c"], rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="sensitivities=False"):
+        core(x, hidden, reset)  # a hidden-only state cannot continue RTRL
+
+
+def test_state_dict_round_trip_and_pickle_keep_state_valid():
+    x, reset, _ = _data(T=20)
+    core = _elstm("rtrl", seed=3)
+    with torch.no_grad():
+        _, st = core(x[:10], core.initial_state(B), reset[:10])
+    other = make_core("elstm", D, N, learning="rtrl")
+    other.load_state_dict(core.state_dict())
+    buf = io.BytesIO()
+    torch.save(st, buf)
+    st2 = torch.load(io.BytesIO(buf.getvalue()), weights_only=True)
+    st3 = pickle.loads(pickle.dumps(st))
+    with torch.no_grad():
+        ya, sa = core(x[10:], st, reset[10:])
+        yb, sb = other(x[10:], st2, reset[10:])
+        yc, _ = other(x[10:], st3, reset[10:])
+    assert torch.equal(ya, yb) and torch.equal(ya, yc)
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_reset_zeroes_state():
+    x, _, _ = _data(T=20)
+    core = _elstm("rtrl")
+    reset = torch.zeros(20, B, dtype=torch.bool)
+    reset[12, 0] = True
+    with torch.no_grad():
+        y, _ = core(x, core.initial_state(B), reset)
+        y_fresh, _ = core(x[12:, :1], core.initial_state(1), torch.zeros(8, 1, dtype=torch.bool))
+    assert torch.allclose(y[12:, :1], y_fresh, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["lstm", "gru"])
+def test_standard_cells_match_torch(name):
+    torch.manual_seed(0)
+    core = make_core(name, D, N)
+    ref = (torch.nn.LSTM if name == "lstm" else torch.nn.GRU)(D, N)
+    with torch.no_grad():
+        ref.weight_ih_l0.copy_(core.weight_ih)
+        ref.weight_hh_l0.copy_(core.weight_hh)
+        if name == "lstm":
+            ref.bias_ih_l0.copy_(core.bias)
+            ref.bias_hh_l0.zero_()
+        else:
+            ref.bias_ih_l0.copy_(core.bias_ih)
+            ref.bias_hh_l0.copy_(core.bias_hh)
+    x = torch.randn(30, B, D)
+    y, _ = core(x, core.initial_state(B), torch.zeros(30, B, dtype=torch.bool))
+    y_ref, _ = ref(x)
+    assert torch.allclose(y, y_ref, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(CORES))
+def test_every_core_contract_and_tbptt_truncation(name):
+    x, reset, _ = _data(T=40)
+    core = make_core(name, D, N, learning="tbptt")
+    w = torch.randn(40, B, core.output_size)
+    # TBPTT gradient of a segment equals the gradient of that segment run alone from the detached state
+    st = core.initial_state(B)
+    with torch.no_grad():
+        _, st_mid = core(x[:20], st, reset[:20])
+    core.zero_grad()
+    y, _ = core(x[20:], st_mid, reset[20:], return_state=False)
+    (y * w[20:]).sum().backward()
+    g_alone = {n: p.grad.clone() for n, p in core.named_parameters()}
+    g_seg = _segment_grads(core, x, reset, w, 20)
+    core.zero_grad()
+    y, _ = core(x[:20], st, reset[:20])
+    (y * w[:20]).sum().backward()
+    for n, p in core.named_parameters():
+        assert torch.allclose(g_seg[n], g_alone[n] + p.grad, atol=1e-12), n
+    if name != "elstm":
+        with pytest.raises(ValueError, match="elstm"):
+            make_core(name, D, N, learning="rtrl")
+
+
+def test_rtrl_cores_listed():
+    assert "elstm" in rtrl_cores()
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+def _bad_call(core, **over):
+    args = dict(x=torch.randn(4, B, D), state=core.initial_state(B), reset=torch.zeros(4, B, dtype=torch.bool))
+    args.update(over)
+    return core(args["x"], args["state"], args["reset"])
+
+
+@pytest.mark.parametrize(
+    "over, err, match",
+    [
+        (dict(x=torch.randn(B, D)), ValueError, r"x must have shape \[T, B, 5\]"),
+        (dict(x=torch.randn(4, B, D + 1)), ValueError, "input_size=5"),
+        (dict(x=torch.randn(4, B, D, dtype=torch.float32)), TypeError, "dtype"),
+        (dict(x=torch.randn(4, B, D, device="meta", dtype=torch.float64)), ValueError, "meta"),
+        (dict(reset=torch.zeros(4, B)), TypeError, "reset must have dtype torch.bool"),
+        (dict(reset=torch.zeros(4, B + 1, dtype=torch.bool)), ValueError, r"reset must have shape"),
+        (dict(x=torch.randint(0, 3, (4, B, D))), TypeError, "floating-point"),
+    ],
+)
+def test_bad_input_errors(over, err, match):
+    with pytest.raises(err, match=match):
+        _bad_call(_elstm("rtrl"), **over)
+
+
+def test_bad_state_errors():
+    core = _elstm("rtrl")
+    with pytest.raises(ValueError, match="another core"):
+        _bad_call(core, state=make_core("lstm", D, N).initial_state(B))
+    with pytest.raises(ValueError, match="batch size 2"):
+        _bad_call(core, state=core.initial_state(2))
+    with pytest.raises(ValueError, match="dc_dF"):
+        _bad_call(core, state={**core.initial_state(B), "dc_dF": torch.zeros(B, N, D + 1)})
+    with pytest.raises(TypeError, match="dict"):
+        _bad_call(core, state=torch.zeros(B, N))
+
+
+def test_make_core_errors():
+    with pytest.raises(ValueError, match="available cores"):
+        make_core("transformer", D, N)
+    with pytest.raises(ValueError, match="options are"):
+        make_core("elstm", D, N, forget_bias=1.0)
+    with pytest.raises(ValueError, match="learning must be"):
+        make_core("elstm", D, N, learning="bptt")
