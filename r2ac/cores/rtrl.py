@@ -34,9 +34,17 @@ def _contract(grad_s: Tensor, sens: Tensor, param_shape: torch.Size) -> Tensor:
     B, N = grad_s.shape[:2]
     comp = grad_s[0, 0].numel()
     tail = sens[0, 0].numel() // comp
-    g = grad_s.reshape(B, N, comp)
+    g = grad_s.reshape(B, N, comp, 1)
     s = sens.reshape(B, N, comp, tail)
-    return torch.einsum("bnc,bnct->nt", g, s).reshape(param_shape)
+    # Accumulate over the batch in small chunks: the temporary stays a fraction of the sensitivity's size
+    # (an einsum here copies the whole sensitivity once, which would add to the learner's peak memory).
+    out = torch.zeros(N, comp, tail, dtype=grad_s.dtype, device=grad_s.device)
+    for b0 in range(0, B, _CHUNK):
+        out.add_((g[b0:b0 + _CHUNK] * s[b0:b0 + _CHUNK]).sum(0))
+    return out.sum(1).reshape(param_shape)
+
+
+_CHUNK = 4
 
 
 class _RTRLCarry(torch.autograd.Function):
