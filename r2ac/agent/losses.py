@@ -1,0 +1,331 @@
+"""Actor-critic losses as pure functions of time-major tensors.
+
+IMPALA (Espeholt et al. 2018, Sec. 4.2) with V-trace targets, and the pieces of PPO (Schulman et
+al. 2017) with GAE (Schulman et al. 2016).
+
+Reductions (a convention the learner must follow when choosing its learning rate):
+  * IMPALA losses are **sums** over time and batch, as in IMPALA and torchbeast's monobeast; the
+    published hyper-parameters (lr 0.0006, baseline cost 0.5, entropy cost 0.01, grad clip 40) were
+    tuned for summed losses, so the gradient scales with T * B.
+  * PPO losses are **means** over all samples by default (``reduction="mean"``), as in the PPO
+    paper and CleanRL; pass ``reduction="sum"`` to sum instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from r2ac.agent.vtrace import action_log_probs, vtrace_from_logits
+
+__all__ = [
+    "baseline_loss",
+    "entropy",
+    "entropy_loss",
+    "gae_advantages",
+    "impala_loss",
+    "normalize_advantages",
+    "policy_gradient_loss",
+    "ppo_clipped_surrogate_loss",
+    "ppo_entropy_loss",
+    "ppo_loss",
+    "ppo_value_loss",
+]
+
+
+# --------------------------------------------------------------------------------------------------
+# IMPALA
+# --------------------------------------------------------------------------------------------------
+
+def policy_gradient_loss(logits: Tensor, actions: Tensor, advantages: Tensor) -> Tensor:
+    """L_pg = - sum_{t,b} log pi(a_t|x_t) * A_t, with A_t treated as a constant.
+
+    logits: [T, B, A] target-policy logits (gradient flows into these only); actions: [T, B];
+    advantages: [T, B] (detached here). Summed over time and batch.
+    """
+    log_pi_a = action_log_probs(logits, actions)
+    if tuple(advantages.shape) != tuple(log_pi_a.shape):
+        raise ValueError(
+            f"policy_gradient_loss: advantages shape {tuple(advantages.shape)} != actions shape "
+            f"{tuple(log_pi_a.shape)}"
+        )
+    return -(log_pi_a * advantages.detach()).sum()
+
+
+def baseline_loss(advantages: Tensor) -> Tensor:
+    """L_V = 0.5 * sum_{t,b} (v_t - V(x_t))^2, given advantages = v_t - V(x_t). Summed."""
+    return 0.5 * advantages.pow(2).sum()
+
+
+def entropy(logits: Tensor) -> Tensor:
+    """Per-step entropy H(pi(.|x_t)) = - sum_a pi(a|x_t) log pi(a|x_t). [T, B, A] -> [T, B]."""
+    log_pi = F.log_softmax(logits, dim=-1)
+    return -(log_pi.exp() * log_pi).sum(dim=-1)
+
+
+def entropy_loss(logits: Tensor) -> Tensor:
+    """L_H = sum_{t,b} sum_a pi(a|x_t) log pi(a|x_t): the negative entropy, summed.
+
+    Minimising it (with a positive entropy cost) raises the entropy.
+    """
+    return -entropy(logits).sum()
+
+
+def _require(mapping: Mapping[str, Tensor], keys: tuple[str, ...], what: str) -> None:
+    missing = [k for k in keys if k not in mapping]
+    if missing:
+        raise KeyError(f"impala_loss: {what} is missing {missing}; it has {sorted(mapping)}")
+
+
+def impala_loss(
+    learner_outputs: Mapping[str, Tensor],
+    batch: Mapping[str, Tensor],
+    discount: float = 0.99,
+    baseline_cost: float = 0.5,
+    entropy_cost: float = 0.01,
+    reward_clip: float = 1.0,
+    clip_rho_threshold: float | None = 1.0,
+    clip_pg_rho_threshold: float | None = 1.0,
+    clip_c_threshold: float | None = 1.0,
+) -> tuple[Tensor, dict[str, float]]:
+    """IMPALA loss on one batch of M+1-step trajectories (torchbeast monobeast layout).
+
+    Layout (time-major, length T+1 = M+1; row 0 repeats the last row of the previous trajectory):
+      batch["reward"][t], batch["done"][t]: outcome of the step that produced obs[t]
+          (done[t] True: the episode ended there and obs[t] is the first obs of a new episode);
+      batch["action"][t], batch["policy_logits"][t] ([T+1, B, A]): the behaviour action and logits
+          chosen at obs[t-1], i.e. the action whose outcome is reward[t], done[t];
+      learner_outputs["policy_logits"][t] ([T+1, B, A]), learner_outputs["baseline"][t] ([T+1, B]):
+          the learner's pi(.|obs[t]) and V(obs[t]).
+    So step t of the loss pairs learner_outputs[t] with batch[t+1]:
+
+        bootstrap_value = baseline[T]
+        rewards   = clip(reward[1:], -reward_clip, reward_clip)   (no clipping if reward_clip <= 0)
+        discounts = (1 - done[1:]) * discount
+        V-trace (behaviour = batch policy_logits[1:], target = learner policy_logits[:-1])
+        L = L_pg(A^pg) + baseline_cost * 0.5 sum (v_s - V(x_s))^2 + entropy_cost * sum pi log pi
+
+    All three terms are sums over time and batch. Returns (total_loss, stats) where stats holds
+    python floats: total_loss, pg_loss, baseline_loss, entropy_loss, entropy (mean per step),
+    mean_value (mean V(x_t) over the T steps), mean_abs_advantage (mean |A^pg|) and mean_rho
+    (mean of the unclipped importance weights pi(a|x) / mu(a|x), a policy-lag gauge).
+    """
+    _require(learner_outputs, ("policy_logits", "baseline"), "learner_outputs")
+    _require(batch, ("reward", "done", "action", "policy_logits"), "batch")
+
+    target_logits_all = learner_outputs["policy_logits"]
+    baseline_all = learner_outputs["baseline"]
+    if baseline_all.dim() < 2 or tuple(target_logits_all.shape[:-1]) != tuple(baseline_all.shape):
+        raise ValueError(
+            f"impala_loss: learner policy_logits {tuple(target_logits_all.shape)} must be "
+            f"baseline {tuple(baseline_all.shape)} + [A], time-major [T+1, B]"
+        )
+    for key in ("reward", "done", "action"):
+        if tuple(batch[key].shape) != tuple(baseline_all.shape):
+            raise ValueError(
+                f"impala_loss: batch[{key!r}] has shape {tuple(batch[key].shape)}, expected "
+                f"{tuple(baseline_all.shape)} like learner_outputs['baseline'] ([T+1, B])"
+            )
+    if baseline_all.shape[0] < 2:
+        raise ValueError("impala_loss: need T+1 >= 2 time steps (T steps + 1 bootstrap step)")
+
+    bootstrap_value = baseline_all[-1]
+    target_logits = target_logits_all[:-1]
+    values = baseline_all[:-1]
+
+    rewards = batch["reward"][1:].to(values.dtype)
+    if reward_clip > 0:
+        rewards = torch.clamp(rewards, -reward_clip, reward_clip)
+    discounts = (~batch["done"][1:].to(torch.bool)).to(values.dtype) * discount
+    actions = batch["action"][1:]
+    behaviour_logits = batch["policy_logits"][1:]
+
+    vtrace_returns = vtrace_from_logits(
+        behaviour_logits=behaviour_logits,
+        target_logits=target_logits,
+        actions=actions,
+        discounts=discounts,
+        rewards=rewards,
+        values=values,
+        bootstrap_value=bootstrap_value,
+        clip_rho_threshold=clip_rho_threshold,
+        clip_pg_rho_threshold=clip_pg_rho_threshold,
+        clip_c_threshold=clip_c_threshold,
+    )
+
+    pg_loss = policy_gradient_loss(target_logits, actions, vtrace_returns.pg_advantages)
+    v_loss = baseline_loss(vtrace_returns.vs - values)
+    h = entropy(target_logits)
+    h_loss = -h.sum()
+    total_loss = pg_loss + baseline_cost * v_loss + entropy_cost * h_loss
+
+    stats = {
+        "total_loss": total_loss.item(),
+        "pg_loss": pg_loss.item(),
+        "baseline_loss": v_loss.item(),
+        "entropy_loss": h_loss.item(),
+        "entropy": h.mean().item(),
+        "mean_value": values.mean().item(),
+        "mean_abs_advantage": vtrace_returns.pg_advantages.abs().mean().item(),
+        "mean_rho": vtrace_returns.log_rhos.exp().mean().item(),
+    }
+    return total_loss, stats
+
+
+# --------------------------------------------------------------------------------------------------
+# PPO
+# --------------------------------------------------------------------------------------------------
+
+def gae_advantages(
+    rewards: Tensor,
+    values: Tensor,
+    dones: Tensor,
+    bootstrap_value: Tensor,
+    discount: float,
+    gae_lambda: float,
+) -> Tensor:
+    """Generalised advantage estimates (Schulman et al. 2016, Eq. 16) with episode cuts.
+
+    rewards, values, dones: [T, B]; bootstrap_value: [B] = V(x_T). Step t is (x_t, a_t, r_t, d_t):
+    ``dones[t]`` True means the episode terminated with the transition at step t (r_t is its last
+    reward), so V(x_{t+1}) is not bootstrapped and the trace is cut there. (This is the IMPALA loss's
+    alignment after its [1:] shift: done[t] goes with reward[t] and the action at step t.)
+
+        delta_t = r_t + gamma (1 - d_t) V(x_{t+1}) - V(x_t),            V(x_T) = bootstrap_value
+        A_t     = sum_{l>=0} ( prod_{k=0}^{l-1} gamma lambda (1 - d_{t+k}) ) delta_{t+l}
+                = delta_t + gamma lambda (1 - d_t) A_{t+1},              A_T = 0
+
+    Time-limit truncation (not termination) should be handled by the caller (e.g. by folding
+    gamma V(x_final) into r_t). Returns detached advantages [T, B]; returns are A_t + V(x_t).
+    """
+    if tuple(rewards.shape) != tuple(values.shape) or tuple(dones.shape) != tuple(values.shape):
+        raise ValueError(
+            f"gae_advantages: rewards {tuple(rewards.shape)}, values {tuple(values.shape)} and "
+            f"dones {tuple(dones.shape)} must share one time-major [T, B] shape"
+        )
+    if tuple(bootstrap_value.shape) != tuple(values.shape[1:]):
+        raise ValueError(
+            f"gae_advantages: bootstrap_value has shape {tuple(bootstrap_value.shape)}, expected "
+            f"{tuple(values.shape[1:])}"
+        )
+    with torch.no_grad():
+        dtype = values.dtype
+        values = values.detach()
+        not_done = (~dones.to(torch.bool)).to(dtype)
+        rewards = rewards.detach().to(dtype)
+        values_t_plus_1 = torch.cat([values[1:], bootstrap_value.detach().to(dtype).unsqueeze(0)])
+        deltas = rewards + discount * not_done * values_t_plus_1 - values
+        advantages = torch.empty_like(values)
+        acc = torch.zeros_like(values[0])
+        for t in reversed(range(values.shape[0])):
+            acc = deltas[t] + discount * gae_lambda * not_done[t] * acc
+            advantages[t] = acc
+    return advantages
+
+
+def _reduce(x: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return x.mean()
+    if reduction == "sum":
+        return x.sum()
+    raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+
+
+def normalize_advantages(advantages: Tensor, eps: float = 1e-8) -> Tensor:
+    """(A - mean(A)) / (std(A) + eps) over all elements (the usual PPO minibatch normalisation)."""
+    return (advantages - advantages.mean()) / (advantages.std() + eps)
+
+
+def ppo_clipped_surrogate_loss(
+    log_probs: Tensor,
+    old_log_probs: Tensor,
+    advantages: Tensor,
+    clip_eps: float = 0.2,
+    reduction: str = "mean",
+) -> Tensor:
+    """PPO's clipped surrogate (Schulman et al. 2017, Eq. 7), as a loss to minimise.
+
+        r_t = exp(log pi(a_t|x_t) - log pi_old(a_t|x_t))
+        L   = - reduce_t min( r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t )
+
+    Gradient flows only into ``log_probs``; it is zero where the clipped term is the smaller one
+    (r_t > 1 + eps with A_t > 0, r_t < 1 - eps with A_t < 0).
+    """
+    ratio = torch.exp(log_probs - old_log_probs.detach())
+    advantages = advantages.detach()
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
+    return -_reduce(torch.minimum(unclipped, clipped), reduction)
+
+
+def ppo_value_loss(
+    values: Tensor,
+    old_values: Tensor,
+    returns: Tensor,
+    clip_eps: float | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """Value regression, optionally clipped around the old values (as in OpenAI baselines' PPO2).
+
+    Unclipped (clip_eps None):  L = reduce 0.5 (V - R)^2
+    Clipped:                    V_c = V_old + clip(V - V_old, -eps, eps)
+                                L = reduce 0.5 max((V - R)^2, (V_c - R)^2)
+    """
+    returns = returns.detach()
+    unclipped = (values - returns).pow(2)
+    if clip_eps is None:
+        return 0.5 * _reduce(unclipped, reduction)
+    old_values = old_values.detach()
+    v_clipped = old_values + torch.clamp(values - old_values, -clip_eps, clip_eps)
+    clipped = (v_clipped - returns).pow(2)
+    return 0.5 * _reduce(torch.maximum(unclipped, clipped), reduction)
+
+
+def ppo_entropy_loss(logits: Tensor, reduction: str = "mean") -> Tensor:
+    """L_H = reduce_t sum_a pi(a|x_t) log pi(a|x_t) (negative entropy)."""
+    return -_reduce(entropy(logits), reduction)
+
+
+def ppo_loss(
+    logits: Tensor,
+    actions: Tensor,
+    old_log_probs: Tensor,
+    advantages: Tensor,
+    values: Tensor,
+    old_values: Tensor,
+    returns: Tensor,
+    clip_eps: float = 0.2,
+    value_clip_eps: float | None = None,
+    value_cost: float = 0.5,
+    entropy_cost: float = 0.01,
+    reduction: str = "mean",
+) -> tuple[Tensor, dict[str, float]]:
+    """L = L_clip + value_cost * L_V + entropy_cost * L_H (each reduced by ``reduction``).
+
+    logits: [..., A] current policy; actions, old_log_probs, advantages, values, old_values,
+    returns: [...]. Advantages are used as given (normalise them first if wanted). Returns
+    (total_loss, stats) with stats: total_loss, pg_loss, value_loss, entropy_loss, entropy,
+    approx_kl (mean of (r - 1) - log r), clip_fraction (fraction with |r - 1| > clip_eps).
+    """
+    log_probs = action_log_probs(logits, actions)
+    pg = ppo_clipped_surrogate_loss(log_probs, old_log_probs, advantages, clip_eps, reduction)
+    v = ppo_value_loss(values, old_values, returns, value_clip_eps, reduction)
+    h = entropy(logits)
+    h_loss = -_reduce(h, reduction)
+    total = pg + value_cost * v + entropy_cost * h_loss
+    with torch.no_grad():
+        log_ratio = log_probs - old_log_probs
+        ratio = log_ratio.exp()
+        stats = {
+            "total_loss": total.item(),
+            "pg_loss": pg.item(),
+            "value_loss": v.item(),
+            "entropy_loss": h_loss.item(),
+            "entropy": h.mean().item(),
+            "approx_kl": ((ratio - 1) - log_ratio).mean().item(),
+            "clip_fraction": ((ratio - 1).abs() > clip_eps).to(torch.float32).mean().item(),
+        }
+    return total, stats

@@ -1,0 +1,237 @@
+"""IMPALA loss on a hand-computed example, gradient routing, GAE against its definition, PPO clipping."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from r2ac.agent.losses import (
+    baseline_loss,
+    entropy,
+    entropy_loss,
+    gae_advantages,
+    impala_loss,
+    normalize_advantages,
+    policy_gradient_loss,
+    ppo_clipped_surrogate_loss,
+    ppo_entropy_loss,
+    ppo_loss,
+    ppo_value_loss,
+)
+
+LN2 = math.log(2.0)
+
+
+def _hand_example(reward_last=5.0):
+    """T+1 = 3 steps, B = 1, A = 2, uniform policies (rho = 1)."""
+    learner_outputs = {
+        "policy_logits": torch.zeros(3, 1, 2, dtype=torch.float64, requires_grad=True),
+        "baseline": torch.tensor([[0.5], [1.0], [2.0]], dtype=torch.float64, requires_grad=True),
+    }
+    batch = {
+        "reward": torch.tensor([[9.0], [1.0], [reward_last]], dtype=torch.float64),  # row 0 unused
+        "done": torch.tensor([[True], [False], [True]]),  # row 0 unused
+        "action": torch.tensor([[1], [0], [1]]),
+        "policy_logits": torch.zeros(3, 1, 2, dtype=torch.float64, requires_grad=True),
+    }
+    return learner_outputs, batch
+
+
+def test_impala_loss_hand_computed():
+    # After the [1:] / [:-1] shift: V = (0.5, 1.0), bootstrap 2.0, rewards (1, clip(5) = 1),
+    # discounts (0.9, 0 because the episode ends at the last step).
+    #   v_1 = r_1 + 0 = 1;  v_0 = r_0 + 0.9 v_1 = 1.9
+    #   baseline advantages v - V = (1.4, 0)    -> baseline loss 0.5 * 1.96 = 0.98
+    #   pg advantages r + gamma v_next - V = (1.9 - 0.5, 1 - 1) = (1.4, 0)
+    #   pg loss = -log(1/2) * 1.4 = 1.4 ln 2;  entropy loss = 2 * (-ln 2)
+    learner_outputs, batch = _hand_example()
+    total, stats = impala_loss(learner_outputs, batch, discount=0.9, baseline_cost=0.5,
+                               entropy_cost=0.01, reward_clip=1.0)
+    pg, bl, ent = 1.4 * LN2, 0.98, -2 * LN2
+    expected_total = pg + 0.5 * bl + 0.01 * ent
+    assert total.item() == pytest.approx(expected_total, abs=1e-12)
+    assert stats["total_loss"] == pytest.approx(expected_total, abs=1e-12)
+    assert stats["pg_loss"] == pytest.approx(pg, abs=1e-12)
+    assert stats["baseline_loss"] == pytest.approx(bl, abs=1e-12)
+    assert stats["entropy_loss"] == pytest.approx(ent, abs=1e-12)
+    assert stats["entropy"] == pytest.approx(LN2, abs=1e-12)
+    assert stats["mean_value"] == pytest.approx(0.75, abs=1e-12)
+    assert stats["mean_abs_advantage"] == pytest.approx(0.7, abs=1e-12)
+    assert stats["mean_rho"] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_impala_loss_reward_clip_off():
+    # reward_clip = 0 disables clipping: v_1 = 5, v_0 = 1 + 4.5 = 5.5; adv = (5.0, 4.0).
+    learner_outputs, batch = _hand_example(reward_last=5.0)
+    _, stats = impala_loss(learner_outputs, batch, discount=0.9, reward_clip=0.0)
+    assert stats["baseline_loss"] == pytest.approx(0.5 * (25.0 + 16.0), abs=1e-12)
+    assert stats["pg_loss"] == pytest.approx(9.0 * LN2, abs=1e-12)
+
+
+def test_impala_pg_gradient_flows_only_into_target_logits():
+    learner_outputs, batch = _hand_example()
+    total, _ = impala_loss(learner_outputs, batch, discount=0.9, baseline_cost=0.0,
+                           entropy_cost=0.0)
+    total.backward()
+    logits_grad = learner_outputs["policy_logits"].grad
+    assert logits_grad is not None and logits_grad[:-1].abs().sum() > 0
+    assert torch.all(logits_grad[-1] == 0)  # the bootstrap step has no policy term
+    assert batch["policy_logits"].grad is None  # behaviour logits: no gradient
+    base_grad = learner_outputs["baseline"].grad
+    assert base_grad is None or torch.all(base_grad == 0)  # pg advantages are constants
+
+    # Expected gradient: d(-A log softmax(l)[a]) / dl = -A (onehot(a) - pi); step 0: A = 1.4, a = 0.
+    torch.testing.assert_close(logits_grad[0, 0], torch.tensor([-0.7, 0.7], dtype=torch.float64))
+
+
+def test_policy_gradient_loss_detaches_advantages():
+    logits = torch.randn(4, 3, 5, requires_grad=True)
+    advantages = torch.randn(4, 3, requires_grad=True)
+    actions = torch.randint(0, 5, (4, 3))
+    policy_gradient_loss(logits, actions, advantages).backward()
+    assert logits.grad is not None and advantages.grad is None
+    with pytest.raises(ValueError, match="advantages shape"):
+        policy_gradient_loss(logits, actions, torch.zeros(4, 2))
+
+
+def test_baseline_grad_and_entropy():
+    adv = torch.tensor([[1.0, -2.0]], requires_grad=True)
+    loss = baseline_loss(adv)
+    assert loss.item() == pytest.approx(2.5)
+    loss.backward()
+    torch.testing.assert_close(adv.grad, adv.detach())
+    logits = torch.tensor([[[0.0, 0.0, 0.0, 0.0]], [[100.0, 0.0, 0.0, 0.0]]])
+    torch.testing.assert_close(entropy(logits), torch.tensor([[math.log(4.0)], [0.0]]))
+    assert entropy_loss(logits).item() == pytest.approx(-math.log(4.0))
+
+
+def test_impala_loss_shape_errors():
+    learner_outputs, batch = _hand_example()
+    batch["reward"] = batch["reward"][:2]
+    with pytest.raises(ValueError, match="reward"):
+        impala_loss(learner_outputs, batch)
+    del batch["action"]
+    with pytest.raises(KeyError, match="action"):
+        impala_loss(learner_outputs, batch)
+
+
+# -------------------------------------------------------------------------------------------- GAE
+
+def _gae_direct(rewards, values, dones, bootstrap_value, gamma, lam):
+    """A_t = sum_l (prod_{k<l} gamma lam (1 - d_{t+k})) delta_{t+l}, one term at a time."""
+    r, v, d, vb = (np.asarray(x, dtype=np.float64) for x in (rewards, values, dones, bootstrap_value))
+    T, B = v.shape
+    out = np.zeros((T, B))
+    for b in range(B):
+        V = list(v[:, b]) + [vb[b]]
+        deltas = [r[t, b] + gamma * (1.0 - d[t, b]) * V[t + 1] - V[t] for t in range(T)]
+        for t in range(T):
+            total = 0.0
+            for l in range(T - t):
+                weight = 1.0
+                for k in range(l):
+                    weight *= gamma * lam * (1.0 - d[t + k, b])
+                total += weight * deltas[t + l]
+            out[t, b] = total
+    return out
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.95, 1.0])
+def test_gae_matches_definition(lam):
+    g = torch.Generator().manual_seed(11)
+    T, B = 8, 5
+    rewards = torch.randn(T, B, generator=g, dtype=torch.float64)
+    values = torch.randn(T, B, generator=g, dtype=torch.float64)
+    dones = torch.rand(T, B, generator=g, dtype=torch.float64) < 0.25
+    bootstrap_value = torch.randn(B, generator=g, dtype=torch.float64)
+    assert dones.any()
+    adv = gae_advantages(rewards, values, dones, bootstrap_value, discount=0.97, gae_lambda=lam)
+    expected = _gae_direct(rewards, values, dones, bootstrap_value, 0.97, lam)
+    np.testing.assert_allclose(adv.numpy(), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_gae_shape_error():
+    with pytest.raises(ValueError, match="bootstrap_value"):
+        gae_advantages(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3, 2, dtype=torch.bool),
+                       torch.zeros(3), 0.99, 0.95)
+
+
+# -------------------------------------------------------------------------------------------- PPO
+
+def _surrogate_grad(ratio, advantage, eps=0.2):
+    log_probs = torch.tensor([math.log(ratio)], dtype=torch.float64, requires_grad=True)
+    old = torch.zeros(1, dtype=torch.float64)
+    adv = torch.tensor([advantage], dtype=torch.float64)
+    loss = ppo_clipped_surrogate_loss(log_probs, old, adv, clip_eps=eps)
+    loss.backward()
+    return loss.item(), log_probs.grad.item()
+
+
+@pytest.mark.parametrize(
+    "ratio, advantage, clipped",
+    [
+        (1.3, 1.0, True),  # above 1 + eps with A > 0: clipped, no gradient
+        (0.7, -1.0, True),  # below 1 - eps with A < 0: clipped, no gradient
+        (1.3, -1.0, False),  # above 1 + eps with A < 0: unclipped (pessimistic) term
+        (0.7, 1.0, False),  # below 1 - eps with A > 0: unclipped term
+        (1.1, 1.0, False),  # inside the trust region
+        (0.9, -1.0, False),
+    ],
+)
+def test_ppo_clip_behaviour(ratio, advantage, clipped):
+    loss, grad = _surrogate_grad(ratio, advantage)
+    if clipped:
+        bound = 1.2 if ratio > 1 else 0.8
+        assert loss == pytest.approx(-bound * advantage, abs=1e-12)
+        assert grad == 0.0
+    else:
+        assert loss == pytest.approx(-ratio * advantage, abs=1e-12)
+        # d(-r A)/d log pi = -r A
+        assert grad == pytest.approx(-ratio * advantage, abs=1e-12)
+
+
+def test_ppo_clip_exactly_at_boundary():
+    # At r = 1 + eps both terms are equal: the loss is continuous there.
+    loss_in, _ = _surrogate_grad(1.2 - 1e-9, 1.0)
+    loss_out, _ = _surrogate_grad(1.2 + 1e-9, 1.0)
+    assert loss_in == pytest.approx(-1.2, abs=1e-8) and loss_out == pytest.approx(-1.2, abs=1e-8)
+
+
+def test_ppo_value_loss_clipping():
+    old = torch.tensor([0.0, 0.0, 0.0], dtype=torch.float64)
+    returns = torch.tensor([1.0, 1.0, -1.0], dtype=torch.float64)
+    values = torch.tensor([0.5, 2.0, 0.5], dtype=torch.float64, requires_grad=True)
+    # unclipped: 0.5 * mean((0.5-1)^2, (2-1)^2, (0.5+1)^2) = 0.5 * mean(0.25, 1, 2.25)
+    assert ppo_value_loss(values, old, returns).item() == pytest.approx(0.5 * 3.5 / 3)
+    # clipped (eps 0.2): V_c = (0.2, 0.2, 0.2): (V_c - R)^2 = (0.64, 0.64, 1.44);
+    # max with unclipped = (0.64, 1, 2.25)
+    loss = ppo_value_loss(values, old, returns, clip_eps=0.2, reduction="sum")
+    assert loss.item() == pytest.approx(0.5 * (0.64 + 1.0 + 2.25))
+    loss.backward()
+    # element 0 takes the clipped term (no gradient); elements 1, 2 the unclipped one: (V - R)
+    torch.testing.assert_close(values.grad, torch.tensor([0.0, 1.0, 1.5], dtype=torch.float64))
+
+
+def test_ppo_loss_combines_pieces():
+    g = torch.Generator().manual_seed(12)
+    N, A = 16, 4
+    logits = torch.randn(N, A, generator=g, requires_grad=True)
+    actions = torch.randint(0, A, (N,), generator=g)
+    old_log_probs = torch.log_softmax(torch.randn(N, A, generator=g), -1).gather(
+        -1, actions[:, None])[:, 0]
+    advantages = normalize_advantages(torch.randn(N, generator=g))
+    assert advantages.mean().abs() < 1e-6 and (advantages.std() - 1).abs() < 1e-5
+    values = torch.randn(N, generator=g, requires_grad=True)
+    old_values, returns = torch.randn(N, generator=g), torch.randn(N, generator=g)
+    total, stats = ppo_loss(logits, actions, old_log_probs, advantages, values, old_values, returns,
+                            clip_eps=0.2, value_clip_eps=0.2, value_cost=0.5, entropy_cost=0.01)
+    log_probs = torch.log_softmax(logits, -1).gather(-1, actions[:, None])[:, 0]
+    expected = (ppo_clipped_surrogate_loss(log_probs, old_log_probs, advantages, 0.2)
+                + 0.5 * ppo_value_loss(values, old_values, returns, 0.2)
+                + 0.01 * ppo_entropy_loss(logits))
+    assert total.item() == pytest.approx(expected.item(), rel=1e-6)
+    assert set(stats) >= {"pg_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"}
+    assert 0.0 <= stats["clip_fraction"] <= 1.0 and stats["approx_kl"] >= 0.0
+    with pytest.raises(ValueError, match="reduction"):
+        ppo_entropy_loss(logits, reduction="avg")
