@@ -112,12 +112,22 @@ def test_image_stem_rejects_vector_shape(kind):
     assert "(8,)" in msg and "'mlp'" in msg and "'none'" in msg
 
 
-@pytest.mark.parametrize("kind", ["mlp", "none"])
-def test_vector_stem_rejects_image_shape(kind):
+@pytest.mark.parametrize("kind, shape", [("none", (3, 64, 64)), ("mlp", (3, 64)), ("mlp", (1, 3, 64, 64))])
+def test_vector_stem_rejects_image_shape(kind, shape):
     with pytest.raises(ValueError) as info:
-        make_stem(kind, (3, 64, 64))
+        make_stem(kind, shape)
     msg = str(info.value)
-    assert "(3, 64, 64)" in msg and "'impala'" in msg and "'shallow'" in msg
+    assert str(shape) in msg and "'impala'" in msg and "'shallow'" in msg
+
+
+def test_mlp_stem_flattens_small_images():
+    stem = make_stem("mlp", (3, 8, 8), channels=[], fc=32)
+    frames = torch.randint(0, 256, (5, 2, 3, 8, 8), dtype=torch.uint8)
+    y = stem(frames)
+    assert y.shape == (5, 2, 32)
+    lin = stem.net[0]
+    expect = torch.relu(frames.reshape(10, -1).float() / 255 @ lin.weight.T + lin.bias).reshape(5, 2, 32)
+    assert torch.allclose(y, expect, atol=1e-6)
 
 
 def test_unknown_kind():

@@ -14,7 +14,8 @@ the stem; floating-point frames are used as given (expected already in [0, 1]). 
   Atari 84x84 -> 32x11x11, ProcGen 64x64 -> 32x8x8.
 * ``shallow`` — IMPALA's shallow model (Fig. 3 left): conv8x8(s4) 16ch, relu, conv4x4(s2) 32ch,
   relu, flatten, FC -> fc, relu.
-* ``mlp``     — vector observations: Linear + relu layers of sizes (*channels, fc).
+* ``mlp``     — vector observations (or small images, flattened): Linear + relu layers of sizes
+  (*channels, fc).
 * ``none``    — identity on (flattened) vector observations; output_size = prod(shape).
 """
 
@@ -194,13 +195,19 @@ class ShallowAtariStem(Stem):
 class MLPStem(Stem):
     """Vector observations: hidden layers Linear -> relu with sizes ``hidden``.
 
-    Observations of shape (D,) only. output_size = hidden[-1] (D if hidden is empty).
+    Observations of shape (D,), or small images (C, H, W) which are flattened (uint8 scaled by 1/255):
+    the fast choice for the built-in memory tasks. output_size = hidden[-1] (D if hidden is empty).
     """
 
-    def __init__(self, in_features: int, hidden: Sequence[int] = (256,)) -> None:
+    def __init__(self, in_features: int | Sequence[int], hidden: Sequence[int] = (256,)) -> None:
         super().__init__()
         self.kind = "mlp"
-        self.observation_shape = (int(in_features),)
+        shape = (int(in_features),) if isinstance(in_features, int) else tuple(int(s) for s in in_features)
+        self.observation_shape = shape
+        self.is_image = len(shape) == 3
+        in_features = 1
+        for s_ in shape:
+            in_features *= s_
         hidden = tuple(int(h) for h in hidden)
         # metadata convention: hidden = (*channels, fc)
         self.channels = hidden[:-1]
@@ -214,7 +221,7 @@ class MLPStem(Stem):
         self.output_size = d
 
     def encode(self, x: Tensor) -> Tensor:
-        return self.net(x)
+        return self.net(x.flatten(1))
 
 
 class IdentityStem(Stem):
@@ -257,7 +264,7 @@ def make_stem(kind: str, observation_shape: Sequence[int],
             f"stem {kind!r} needs an image observation shape (C, H, W), got {shape}; "
             f"image stems: {list(IMAGE_STEMS)}, stems for 1-D observations: {list(VECTOR_STEMS)}"
         )
-    if kind in VECTOR_STEMS and len(shape) != 1:
+    if kind == "none" and len(shape) != 1 or kind == "mlp" and len(shape) not in (1, 3):
         raise ValueError(
             f"stem {kind!r} needs a 1-D observation shape (D,), got {shape}; "
             f"stems for 1-D observations: {list(VECTOR_STEMS)}, image stems (C, H, W): "
@@ -271,7 +278,7 @@ def make_stem(kind: str, observation_shape: Sequence[int],
         return ShallowAtariStem(*shape, channels=(16, 32) if channels is None else channels, fc=fc)
     if kind == "mlp":
         hidden = tuple(channels or ()) + (() if fc is None else (int(fc),))
-        return MLPStem(shape[0], hidden=hidden)
+        return MLPStem(shape, hidden=hidden)
     return IdentityStem(shape[0])
 
 

@@ -1,0 +1,113 @@
+"""The actor: steps a vector of envs with the behaviour policy and emits trajectories.
+
+It carries, per env, the core state and (for RTRL) the sensitivities, detached and reset at episode
+starts. Between trajectory boundaries it advances the hidden state only (``sensitivities=False``); at each
+boundary it moves the sensitivities across the whole trajectory in closed form (identity 2: one re-run of
+the core over the stored core inputs, one batched matmul per weight matrix). No transport inside: the
+runtime calls ``rollout()`` and ``set_weights()``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import numpy as np
+import torch
+
+from r2ac.agent.nets import AgentNet
+
+
+class Actor:
+    def __init__(self, net: AgentNet, venv, unroll_length: int, seed: int = 0, ship_features: bool = False):
+        self.net = net.eval()
+        self.venv = venv
+        self.M = int(unroll_length)
+        self.B = venv.num_envs
+        self.ship_features = ship_features
+        if ship_features and not net.stem_frozen:
+            raise ValueError("ship_features needs a frozen stem (stem.freeze=true): the learner would not train it")
+        self.generator = torch.Generator().manual_seed(seed)
+        self.version = 0
+        self.state = net.initial_state(self.B, device="cpu")
+        self._last = self._first_frame(venv.reset())
+        self.dropped = 0  # partial trajectories dropped after env failures
+
+    def _first_frame(self, obs) -> Dict[str, torch.Tensor]:
+        B, A = self.B, self.net.num_actions
+        frame = {
+            "obs": torch.from_numpy(np.ascontiguousarray(obs)),
+            "reward": torch.zeros(B),
+            "done": torch.ones(B, dtype=torch.bool),  # every env starts an episode
+            "action": torch.zeros(B, dtype=torch.int64),
+            "policy_logits": torch.zeros(B, A),
+            "episode_return": torch.full((B,), float("nan"), dtype=torch.float64),
+            "episode_length": torch.zeros(B, dtype=torch.int64),
+        }
+        frame["features"] = self.net.features(frame["obs"].unsqueeze(0))[0] if self.ship_features else None
+        return frame
+
+    def restart(self) -> None:
+        """Start over after an env failure: new episodes everywhere, fresh core state."""
+        self.state = self.net.initial_state(self.B, device="cpu")
+        self._last = self._first_frame(self.venv.reset())
+
+    def set_weights(self, state_dict: Dict[str, torch.Tensor], version: int) -> None:
+        self.net.load_state_dict(state_dict)
+        self.version = int(version)
+
+    @torch.no_grad()
+    def rollout(self) -> Dict:
+        """Act for M steps; return a trajectory of M + 1 frames (see ``r2ac.agent.trajectory``)."""
+        net = self.net
+        start_state = self.state
+        frames = [self._last]
+        xs = []
+        hidden = start_state
+        frame = self._last
+        for _ in range(self.M):
+            feats = frame["features"] if frame["features"] is not None else net.features(frame["obs"].unsqueeze(0))[0]
+            inputs = {"features": feats.unsqueeze(0), "reward": frame["reward"].unsqueeze(0),
+                      "action": frame["action"].unsqueeze(0), "done": frame["done"].unsqueeze(0)}
+            out, hidden = net(inputs, hidden, sensitivities=False)
+            xs.append(out["core_input"])
+            logits = out["policy_logits"][0]
+            action = torch.multinomial(torch.softmax(logits.float(), -1), 1, generator=self.generator).squeeze(1)
+            obs, reward, done, info = self.venv.step(action.numpy())
+            frame = {
+                "obs": torch.from_numpy(np.ascontiguousarray(obs)),
+                "reward": torch.as_tensor(reward, dtype=torch.float32),
+                "done": torch.as_tensor(done, dtype=torch.bool),
+                "action": action,
+                "policy_logits": logits,
+                "episode_return": torch.as_tensor(info["episode_return"], dtype=torch.float64),
+                "episode_length": torch.as_tensor(info["episode_length"], dtype=torch.int64),
+                "features": net.features(torch.from_numpy(np.ascontiguousarray(obs)).unsqueeze(0))[0]
+                if self.ship_features else None,
+            }
+            frames.append(frame)
+        self._last = frame
+        resets = torch.stack([f["done"] for f in frames[:-1]])
+        if net.core.sensitivity_keys:
+            # identity 2: the sensitivities (and hidden state) at the trajectory end in closed form
+            _, self.state = net.core(torch.cat(xs), start_state, resets)
+        else:
+            self.state = hidden
+        obs_key = "features" if self.ship_features else "obs"
+        traj = {k: torch.stack([f[k] for f in frames]) for k in
+                (obs_key, "reward", "done", "action", "policy_logits", "episode_return", "episode_length")}
+        traj["initial_state"] = start_state
+        traj["version"] = torch.full((self.B,), self.version, dtype=torch.int64)
+        return traj
+
+    def close(self) -> None:
+        self.venv.close()
+
+
+def episode_stats(traj: Dict) -> Optional[Dict[str, float]]:
+    """Mean return/length of the episodes that ended inside a trajectory (steps 1..M), or None."""
+    ret = traj["episode_return"][1:]
+    done = ~torch.isnan(ret)
+    if not done.any():
+        return None
+    return {"episode_return": ret[done].mean().item(), "episode_length": traj["episode_length"][1:][done].float().mean().item(),
+            "episodes": int(done.sum())}

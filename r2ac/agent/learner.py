@@ -1,0 +1,96 @@
+"""The IMPALA learner: re-runs a batch of trajectories from their shipped initial core states with the
+current weights, computes V-trace targets and the IMPALA loss, and applies one RMSProp step.
+
+With an RTRL core, ``loss.backward()`` gives the recurrent parameters the exact gradient through
+everything since each episode's start (identity 1, given the shipped sensitivities); the stem gets the
+truncated gradient of the segment (seed 000 Sec. 4), or none when it is frozen.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict
+
+import torch
+
+from r2ac.agent.losses import impala_loss
+from r2ac.agent.nets import AgentNet
+from r2ac.agent.trajectory import observation_key, to_device
+
+
+class NonFiniteLossError(RuntimeError):
+    pass
+
+
+class Learner:
+    def __init__(self, net: AgentNet, cfg, total_steps: int, device="cpu"):
+        """``cfg``: the ``learner`` config section (batch_size, unroll_length, discount, costs, RMSProp)."""
+        self.net = net
+        self.cfg = cfg
+        self.total_steps = int(total_steps)
+        self.device = torch.device(device)
+        self.optimizer = torch.optim.RMSprop(
+            net.trainable_parameters(), lr=cfg.learning_rate, alpha=cfg.rmsprop_alpha, eps=cfg.rmsprop_eps,
+            momentum=cfg.rmsprop_momentum)
+        self.steps = 0            # agent steps consumed by updates
+        self.updates = 0          # applied updates (= weight version)
+        self.skipped = 0          # updates skipped for a non-finite loss or gradient
+        self.nonfinite_in_row = 0
+
+    def learning_rate(self) -> float:
+        if self.cfg.lr_schedule == "constant":
+            return self.cfg.learning_rate
+        return self.cfg.learning_rate * max(0.0, 1.0 - self.steps / self.total_steps)
+
+    def update(self, batch: Dict) -> Dict[str, float]:
+        """One learner step on a batch of B trajectories (M + 1 frames each)."""
+        batch = to_device(batch, self.device)
+        T1, B = batch["reward"].shape
+        key = observation_key(batch)
+        inputs = {key: batch[key], "reward": batch["reward"], "action": batch["action"], "done": batch["done"]}
+        self.net.train()
+        outputs, _ = self.net(inputs, batch["initial_state"], return_state=False)
+        loss, stats = impala_loss(
+            outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
+            entropy_cost=self.cfg.entropy_cost, reward_clip=self.cfg.reward_clip)
+        lr = self.learning_rate()
+        self.optimizer.zero_grad(set_to_none=True)
+        stats["lr"] = lr
+        if not torch.isfinite(loss):
+            return self._skip(stats, "loss")
+        loss.backward()
+        params = self.net.trainable_parameters()
+        clip = self.cfg.grad_norm_clip if self.cfg.grad_norm_clip > 0 else math.inf
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
+        stats["grad_norm"] = float(grad_norm)
+        if not math.isfinite(stats["grad_norm"]):
+            self.optimizer.zero_grad(set_to_none=True)
+            return self._skip(stats, "gradient")
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        self.nonfinite_in_row = 0
+        self.updates += 1
+        self.steps += (T1 - 1) * B
+        lag = (self.updates - 1 - batch["version"]).float()
+        stats.update(policy_lag_mean=lag.mean().item(), policy_lag_max=lag.max().item(), skipped_updates=self.skipped)
+        return stats
+
+    def _skip(self, stats, what: str) -> Dict[str, float]:
+        self.skipped += 1
+        self.nonfinite_in_row += 1
+        stats["skipped_updates"] = self.skipped
+        if self.nonfinite_in_row > self.cfg.max_nonfinite_updates:
+            raise NonFiniteLossError(
+                f"{self.nonfinite_in_row} non-finite {what} values in a row (learner.max_nonfinite_updates="
+                f"{self.cfg.max_nonfinite_updates}); the run stops with its last checkpoint kept. Lower "
+                f"learner.learning_rate or check the environment's rewards.")
+        return stats
+
+    def state_dict(self) -> Dict:
+        return {"optimizer": self.optimizer.state_dict(), "steps": self.steps, "updates": self.updates,
+                "skipped": self.skipped}
+
+    def load_state_dict(self, d: Dict) -> None:
+        self.optimizer.load_state_dict(d["optimizer"])
+        self.steps, self.updates, self.skipped = int(d["steps"]), int(d["updates"]), int(d["skipped"])

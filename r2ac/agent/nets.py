@@ -1,0 +1,92 @@
+"""The R2AC / IMPALA agent network: vision stem -> recurrent core -> policy and baseline heads.
+
+Core input at frame t (seed 000 Sec. 4, IMPALA): stem features (256) + the clipped reward received with
+frame t (D = 257), optionally + the one-hot action that led to frame t (IMPALA's original).
+When the stem is frozen, actors may run it and ship its features; the learner then skips it
+(``inputs["features"]`` instead of ``inputs["obs"]``).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import torch
+import torch.nn.functional as Fn
+from torch import Tensor, nn
+
+from r2ac.agent.stems import make_stem
+from r2ac.cores import make_core
+from r2ac.cores.base import State
+
+
+class AgentNet(nn.Module):
+    def __init__(self, observation_shape: Tuple[int, ...], num_actions: int, *, stem: str = "impala",
+                 stem_channels=(16, 32, 32), stem_fc: int = 256, core: str = "elstm", hidden_size: int = 512,
+                 learning: str = "rtrl", core_options: Optional[dict] = None, reward_input: bool = True,
+                 prev_action_input: bool = False, reward_clip: float = 1.0):
+        super().__init__()
+        self.observation_shape = tuple(observation_shape)
+        self.num_actions = int(num_actions)
+        self.stem = make_stem(stem, self.observation_shape, list(stem_channels), stem_fc)
+        self.reward_input = reward_input
+        self.prev_action_input = prev_action_input
+        self.reward_clip = float(reward_clip)
+        self.core_input_size = self.stem.output_size + int(reward_input) + (num_actions if prev_action_input else 0)
+        self.core = make_core(core, self.core_input_size, hidden_size, learning=learning, **(core_options or {}))
+        self.policy = nn.Linear(self.core.output_size, num_actions)
+        self.baseline = nn.Linear(self.core.output_size, 1)
+        self.stem_frozen = False
+
+    @classmethod
+    def from_config(cls, model_cfg, observation_shape, num_actions, reward_clip: float = 1.0) -> "AgentNet":
+        return cls(observation_shape, num_actions, stem=model_cfg.stem, stem_channels=model_cfg.stem_channels,
+                   stem_fc=model_cfg.stem_fc, core=model_cfg.core, hidden_size=model_cfg.hidden_size,
+                   learning=model_cfg.learning, core_options=dict(model_cfg.core_options),
+                   reward_input=model_cfg.reward_input, prev_action_input=model_cfg.prev_action_input,
+                   reward_clip=reward_clip)
+
+    def freeze_stem(self) -> None:
+        """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
+        self.stem_frozen = True
+        for p in self.stem.parameters():
+            p.requires_grad_(False)
+        self.stem.eval()
+
+    def trainable_parameters(self):
+        return [p for p in self.parameters() if p.requires_grad]
+
+    def initial_state(self, batch_size: int, device=None, sensitivities: bool = True) -> State:
+        return self.core.initial_state(batch_size, device=device, sensitivities=sensitivities)
+
+    def features(self, obs: Tensor) -> Tensor:
+        """Stem features of frames [T, B, *obs_shape] -> [T, B, stem.output_size]."""
+        if self.stem_frozen:
+            with torch.no_grad():
+                return self.stem(obs)
+        return self.stem(obs)
+
+    def core_input(self, features: Tensor, reward: Tensor, prev_action: Tensor) -> Tensor:
+        parts = [features]
+        if self.reward_input:
+            r = reward.to(features.dtype)
+            if self.reward_clip > 0:
+                r = r.clamp(-self.reward_clip, self.reward_clip)
+            parts.append(r.unsqueeze(-1))
+        if self.prev_action_input:
+            parts.append(Fn.one_hot(prev_action.long(), self.num_actions).to(features.dtype))
+        return torch.cat(parts, -1) if len(parts) > 1 else features
+
+    def heads(self, y: Tensor) -> Dict[str, Tensor]:
+        return {"policy_logits": self.policy(y), "baseline": self.baseline(y).squeeze(-1)}
+
+    def forward(self, inputs: Dict[str, Tensor], state: State, return_state: bool = True,
+                sensitivities: bool = True):
+        """inputs: time-major ``obs`` [T, B, ...] (or ``features`` [T, B, F]), ``reward`` [T, B],
+        ``action`` [T, B] (the action that led to each frame), ``done`` [T, B] bool (frame t starts a new
+        episode: the core state is reset before it). Returns (outputs, next_state)."""
+        feats = inputs["features"] if "features" in inputs else self.features(inputs["obs"])
+        x = self.core_input(feats, inputs["reward"], inputs["action"])
+        y, state = self.core(x, state, inputs["done"], return_state=return_state, sensitivities=sensitivities)
+        out = self.heads(y)
+        out["core_input"] = x
+        return out, state
