@@ -1,0 +1,541 @@
+"""Run logging: metrics.csv, TensorBoard, Weights & Biases, a progress bar and learning curves.
+
+``metrics.csv`` (in the run directory) has the columns ``step, wall_time`` followed by every
+metric key in the order it was first logged.  When a new key appears the file is rewritten
+atomically with the grown header (earlier rows get empty cells for the new column), so the file
+is always one valid CSV.  On resume (``resume_step=N``) rows with ``step > N`` -- logged after
+the checkpoint being resumed from -- are dropped and new rows are appended; a fresh run
+(``resume_step=None``) moves an existing ``metrics.csv`` aside to ``metrics.<k>.csv``
+instead of mixing two runs in one file.
+
+Optional back-ends never stop training: a failure to import, start or log to TensorBoard or
+W&B is reported once with a warning and that back-end is switched off.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import netrc
+import os
+import secrets
+import string
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any, Iterable, Mapping
+
+__all__ = ["RunLogger", "Progress", "progress", "plot_learning_curve", "resolve_wandb_mode",
+           "read_metrics"]
+
+_RESERVED = ("step", "wall_time")
+
+
+def _warn(msg: str) -> None:
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def _atomic_write_text(path: str, text: str) -> None:
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _section_get(section: Any, key: str, default: Any) -> Any:
+    if section is None:
+        return default
+    if isinstance(section, Mapping):
+        return section.get(key, default)
+    return getattr(section, key, default)
+
+
+def resolve_wandb_mode(mode: str = "auto") -> str:
+    """``"online"``/``"offline"``/``"disabled"`` for a ``logger.wandb_mode`` value.
+
+    ``auto``: the ``WANDB_MODE`` environment variable if set, else ``online`` when an API key
+    is available (``WANDB_API_KEY`` or a ``wandb login`` entry in ~/.netrc), else ``offline``.
+    """
+    if mode in ("online", "offline"):
+        return mode
+    if mode != "auto":
+        raise ValueError(f"logger.wandb_mode must be 'auto', 'online' or 'offline', got {mode!r}")
+    env = os.environ.get("WANDB_MODE", "").strip().lower()
+    if env in ("online", "offline", "disabled"):
+        return env
+    if env == "dryrun":
+        return "offline"
+    if os.environ.get("WANDB_API_KEY"):
+        return "online"
+    try:
+        host = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1]
+        host = host.split("/")[0].split(":")[0]
+        if netrc.netrc().authenticators(host):
+            return "online"
+    except (OSError, netrc.NetrcParseError):
+        pass
+    return "offline"
+
+
+def _new_run_id() -> str:
+    alphabet = string.ascii_lowercase + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(8))
+
+
+def _to_float(v: Any) -> float:
+    if hasattr(v, "item"):  # torch / numpy scalars
+        v = v.item()
+    if isinstance(v, bool):
+        return float(v)
+    return float(v)
+
+
+def _fmt(v: float) -> str:
+    return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+
+
+def read_metrics(path: str | os.PathLike) -> tuple[list[str], list[dict[str, str]]]:
+    """Header and rows (dicts of strings) of a metrics CSV; a partial last line is ignored."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        text = fh.read()
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]  # a row cut short by a crash
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None) or []
+    rows = []
+    for rec in reader:
+        if len(rec) != len(header):
+            continue
+        rows.append(dict(zip(header, rec)))
+    return header, rows
+
+
+class RunLogger:
+    """Writes metrics of one run to metrics.csv, TensorBoard and (optionally) W&B.
+
+    Args:
+        run_dir: the run directory (created if missing).
+        cfg_logger_section: the ``logger`` section (a ``LoggerConfig`` or a dict; ``None`` for
+            the defaults except W&B off).
+        config_dict: the resolved config as a plain dict (sent to W&B).
+        run_name: display name (W&B run name).
+        resume_step: the step of the checkpoint being resumed from, or ``None`` for a fresh run.
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        cfg_logger_section: Any = None,
+        config_dict: dict | None = None,
+        run_name: str = "run",
+        *,
+        resume_step: int | None = None,
+    ):
+        self.run_dir = os.fspath(run_dir)
+        os.makedirs(self.run_dir, exist_ok=True)
+        self.run_name = run_name
+        self.resume_step = resume_step
+        self.csv_path = os.path.join(self.run_dir, "metrics.csv")
+        self._closed = False
+        self._warned_keys: set[str] = set()
+        self._start = time.time()
+
+        self._columns: list[str] = list(_RESERVED)
+        self._csv_fh = None
+        self._init_csv()
+
+        self._tb = None
+        if _section_get(cfg_logger_section, "tensorboard", True):
+            self._init_tensorboard()
+
+        self._wandb_run = None
+        self.wandb_mode: str | None = None
+        if _section_get(cfg_logger_section, "wandb", False):
+            self._init_wandb(cfg_logger_section, config_dict)
+
+    # ---------------------------------------------------------------- csv
+    def _init_csv(self) -> None:
+        path = self.csv_path
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            if self.resume_step is None:
+                k = 1
+                while os.path.exists(os.path.join(self.run_dir, f"metrics.{k}.csv")):
+                    k += 1
+                aside = os.path.join(self.run_dir, f"metrics.{k}.csv")
+                os.replace(path, aside)
+                _warn(f"{path} exists from an earlier run; moved it to {aside} (this is a fresh "
+                      "run: pass resume_step to continue the old file)")
+            else:
+                header, rows = read_metrics(path)
+                if not header or header[: len(_RESERVED)] != list(_RESERVED):
+                    raise ValueError(
+                        f"{path} is not an r2ac metrics file (header {header[:3]}...); move it "
+                        "away to resume"
+                    )
+                kept = []
+                for r in rows:
+                    try:
+                        if int(float(r["step"])) <= self.resume_step:
+                            kept.append(r)
+                    except ValueError:
+                        continue
+                self._columns = header
+                with open(path, encoding="utf-8", newline="") as fh:
+                    clean = fh.read().endswith("\n")
+                if len(kept) != len(rows) or not clean:
+                    self._rewrite(kept)
+        if not os.path.exists(path) or os.path.getsize(path) == 0:
+            self._rewrite([])
+        self._csv_fh = open(path, "a", encoding="utf-8", newline="")
+        self._csv = csv.writer(self._csv_fh)
+
+    def _rewrite(self, rows: list[dict[str, str]]) -> None:
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(self._columns)
+        for r in rows:
+            w.writerow([r.get(c, "") for c in self._columns])
+        _atomic_write_text(self.csv_path, buf.getvalue())
+
+    def _grow_header(self, new_keys: list[str]) -> None:
+        if self._csv_fh is not None:
+            self._csv_fh.close()
+        _, rows = read_metrics(self.csv_path)
+        self._columns = self._columns + new_keys
+        self._rewrite(rows)
+        self._csv_fh = open(self.csv_path, "a", encoding="utf-8", newline="")
+        self._csv = csv.writer(self._csv_fh)
+
+    # ---------------------------------------------------------------- tensorboard
+    def _init_tensorboard(self) -> None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            purge = self.resume_step + 1 if self.resume_step is not None else None
+            self._tb = SummaryWriter(
+                log_dir=os.path.join(self.run_dir, "tensorboard"), purge_step=purge, flush_secs=30
+            )
+        except Exception as e:  # missing tensorboard package, unwritable dir, ...
+            _warn(f"TensorBoard logging disabled: {type(e).__name__}: {e} "
+                  "(pip install tensorboard, or set logger.tensorboard=false)")
+            self._tb = None
+
+    # ---------------------------------------------------------------- wandb
+    def _init_wandb(self, section: Any, config_dict: dict | None) -> None:
+        try:
+            import wandb
+        except Exception as e:
+            _warn(f"W&B logging disabled: cannot import wandb ({e}); pip install wandb, or set "
+                  "logger.wandb=false")
+            return
+        mode = resolve_wandb_mode(_section_get(section, "wandb_mode", "auto"))
+        if mode == "disabled":
+            return
+        id_path = os.path.join(self.run_dir, "wandb_run_id")
+        run_id = None
+        if self.resume_step is not None and os.path.exists(id_path):
+            with open(id_path, encoding="utf-8") as fh:
+                run_id = fh.read().strip() or None
+        if run_id is None:
+            run_id = _new_run_id()
+            _atomic_write_text(id_path, run_id + "\n")
+        kwargs = dict(
+            project=_section_get(section, "wandb_project", "r2ac"),
+            group=_section_get(section, "wandb_group", "") or None,
+            tags=list(_section_get(section, "wandb_tags", []) or []) or None,
+            name=self.run_name,
+            config=dict(config_dict or {}),
+            dir=self.run_dir,
+            id=run_id,
+            resume="allow",
+            reinit="create_new",
+        )
+        for attempt in ([mode, "offline"] if mode == "online" else [mode]):
+            try:
+                self._wandb_run = wandb.init(
+                    mode=attempt, settings=wandb.Settings(init_timeout=60), **kwargs
+                )
+                self.wandb_mode = attempt
+                break
+            except Exception as e:
+                _warn(f"W&B init ({attempt}) failed: {type(e).__name__}: {e}"
+                      + ("; retrying offline" if attempt == "online" else
+                         "; W&B logging disabled for this run"))
+        if self._wandb_run is not None:
+            try:
+                self._wandb_run.define_metric("agent_step")
+                self._wandb_run.define_metric("*", step_metric="agent_step")
+            except Exception as e:
+                _warn(f"W&B define_metric failed ({e}); charts use W&B's own step")
+            if self.wandb_mode == "offline":
+                print(f"W&B offline run in {self.run_dir}/wandb; upload later with "
+                      f"`wandb sync {self.run_dir}/wandb/offline-run-*`", file=sys.stderr)
+
+    @property
+    def wandb_run(self) -> Any:
+        return self._wandb_run
+
+    # ---------------------------------------------------------------- api
+    def log(self, step: int, metrics: Mapping[str, Any]) -> None:
+        """Log ``metrics`` (name -> number) at agent step ``step``."""
+        if self._closed:
+            raise RuntimeError("RunLogger.log called after close()")
+        step = int(step)
+        clean: dict[str, float] = {}
+        for k, v in metrics.items():
+            k = str(k)
+            if k in _RESERVED:
+                if k not in self._warned_keys:
+                    self._warned_keys.add(k)
+                    _warn(f"metric name {k!r} is reserved for the CSV index column; not logged")
+                continue
+            try:
+                clean[k] = _to_float(v)
+            except (TypeError, ValueError):
+                if k not in self._warned_keys:
+                    self._warned_keys.add(k)
+                    _warn(f"metric {k!r} has non-numeric value {v!r} ({type(v).__name__}); "
+                          "not logged")
+        new = [k for k in clean if k not in self._columns]
+        if new:
+            self._grow_header(new)
+        row = {"step": str(step), "wall_time": f"{time.time():.3f}"}
+        row.update({k: _fmt(v) for k, v in clean.items()})
+        self._csv.writerow([row.get(c, "") for c in self._columns])
+        self._csv_fh.flush()
+
+        if self._tb is not None:
+            try:
+                for k, v in clean.items():
+                    self._tb.add_scalar(k, v, global_step=step)
+            except Exception as e:
+                _warn(f"TensorBoard logging failed ({type(e).__name__}: {e}); disabled")
+                self._tb = None
+
+        if self._wandb_run is not None:
+            try:
+                self._wandb_run.log({**clean, "agent_step": step})
+            except Exception as e:
+                _warn(f"W&B logging failed ({type(e).__name__}: {e}); disabled")
+                self._wandb_run = None
+
+    def flush(self) -> None:
+        if self._csv_fh is not None and not self._csv_fh.closed:
+            self._csv_fh.flush()
+            os.fsync(self._csv_fh.fileno())
+        if self._tb is not None:
+            try:
+                self._tb.flush()
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        """Flush and close every back-end (safe to call twice)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.flush()
+        finally:
+            if self._csv_fh is not None:
+                self._csv_fh.close()
+            if self._tb is not None:
+                try:
+                    self._tb.close()
+                except Exception as e:
+                    _warn(f"closing TensorBoard writer failed: {e}")
+            if self._wandb_run is not None:
+                try:
+                    self._wandb_run.finish()
+                except Exception as e:
+                    _warn(f"W&B finish failed: {e}")
+                self._wandb_run = None
+
+    def __enter__(self) -> "RunLogger":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# -------------------------------------------------------------------- progress bar
+
+
+class Progress:
+    """A tqdm bar over agent steps; a no-op when disabled.  ``update`` takes the absolute step."""
+
+    def __init__(self, total: int, *, initial: int = 0, enabled: bool = True,
+                 desc: str = "train", file: Any = None):
+        self.enabled = enabled
+        self._bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, initial=initial, desc=desc, unit="step",
+                             unit_scale=True, dynamic_ncols=True, file=file or sys.stderr,
+                             smoothing=0.1)
+
+    def update(self, step: int, episode_return: float | None = None, **info: Any) -> None:
+        if self._bar is None:
+            return
+        delta = int(step) - self._bar.n
+        if delta:
+            self._bar.update(delta)
+        post = {}
+        if episode_return is not None and math.isfinite(float(episode_return)):
+            post["return"] = f"{float(episode_return):.3g}"
+        for k, v in info.items():
+            post[k] = f"{v:.3g}" if isinstance(v, float) else v
+        if post:
+            self._bar.set_postfix(post, refresh=False)
+
+    def write(self, msg: str) -> None:
+        """Print a line without breaking the bar."""
+        if self._bar is not None:
+            self._bar.write(msg)
+        else:
+            print(msg)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _isatty(f: Any) -> bool:
+    try:
+        return bool(f is not None and f.isatty())
+    except Exception:
+        return False
+
+
+def progress(total: int, *, initial: int = 0, enabled: bool = True, desc: str = "train",
+             file: Any = None) -> Progress:
+    """A progress bar over ``total`` agent steps showing steps/s and the recent return.
+
+    Off (a no-op object) when ``enabled`` is False (``logger.progress_bar``) or stdout or the
+    bar's stream (stderr by default) is not a terminal, so logs stay free of bar redraws.
+    """
+    stream = file or sys.stderr
+    on = bool(enabled) and _isatty(sys.stdout) and _isatty(stream)
+    return Progress(total, initial=initial, enabled=on, desc=desc, file=stream)
+
+
+# -------------------------------------------------------------------- plotting
+
+
+def _ema(values: list[float], weight: float) -> list[float]:
+    """TensorBoard-style debiased exponential moving average."""
+    out, acc, norm = [], 0.0, 0.0
+    for v in values:
+        acc = weight * acc + (1 - weight) * v
+        norm = weight * norm + (1 - weight)
+        out.append(acc / norm)
+    return out
+
+
+def plot_learning_curve(
+    metrics_csv: str | os.PathLike | Iterable[str | os.PathLike],
+    out_png: str | os.PathLike,
+    x: str = "step",
+    y: str = "episode_return",
+    *,
+    smooth: float = 0.0,
+    title: str | None = None,
+    labels: Iterable[str] | None = None,
+) -> str:
+    """Plot ``y`` against ``x`` from one or more metrics CSVs into a PNG (atomic write).
+
+    ``smooth`` in [0, 1): weight of an exponential moving average (0 = raw only); with
+    smoothing the raw curve is drawn faintly underneath.  Rows with an empty ``y`` cell are
+    skipped.  Returns the PNG path.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if not 0.0 <= smooth < 1.0:
+        raise ValueError(f"smooth must be in [0, 1) (EMA weight), got {smooth}")
+    paths = ([metrics_csv] if isinstance(metrics_csv, (str, os.PathLike))
+             else list(metrics_csv))
+    if not paths:
+        raise ValueError("plot_learning_curve: no metrics files given")
+    labels = list(labels) if labels is not None else [
+        os.path.basename(os.path.dirname(os.path.abspath(p))) or os.fspath(p) for p in paths
+    ]
+    fig = Figure(figsize=(7, 4.2), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    plotted = 0
+    for path, label in zip(paths, labels):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"metrics file not found: {path}")
+        header, rows = read_metrics(path)
+        for col in (x, y):
+            if col not in header:
+                raise ValueError(f"{path} has no column {col!r}; columns: {', '.join(header)}")
+        xs, ys = [], []
+        for r in rows:
+            if r.get(x, "") == "" or r.get(y, "") == "":
+                continue
+            try:
+                xv, yv = float(r[x]), float(r[y])
+            except ValueError:
+                continue
+            if math.isfinite(xv) and math.isfinite(yv):
+                xs.append(xv)
+                ys.append(yv)
+        if not xs:
+            continue
+        plotted += 1
+        if smooth > 0:
+            line = ax.plot(xs, ys, alpha=0.25, linewidth=1)[0]
+            ax.plot(xs, _ema(ys, smooth), color=line.get_color(), linewidth=1.8, label=label)
+        else:
+            ax.plot(xs, ys, linewidth=1.5, label=label)
+    if plotted == 0:
+        raise ValueError(f"no finite values of {y!r} against {x!r} in {', '.join(map(str, paths))}")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.grid(True, alpha=0.3)
+    if title:
+        ax.set_title(title)
+    if len(paths) > 1:
+        ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+
+    out_png = os.fspath(out_png)
+    d = os.path.dirname(os.path.abspath(out_png))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(out_png)}.", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fig.savefig(fh, format="png")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, out_png)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return out_png
