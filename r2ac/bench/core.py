@@ -93,6 +93,7 @@ def _rss_mb() -> float:
 
 def _memory_child(q, core_name, learning, N, D, B, M, device):
     torch.set_num_threads(1)
+    torch.set_flush_denormal(True)
     torch.manual_seed(0)
     core = make_core(core_name, D, N, learning=learning).to(device)
     if device.startswith("cuda"):
@@ -199,6 +200,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-memory", action="store_true")
     p.add_argument("--out", default="bench_out", help="folder for core.csv and core.png")
     a = p.parse_args(argv)
+    torch.set_flush_denormal(True)  # as in training (r2ac.runtime.local.set_fast_math)
     print(f"r2ac bench core: {a.core} N={a.hidden} D={a.input} B={a.batch} on {a.device}; {machine_description()}")
     print(format_table([], COLUMNS))
     rows = run(a.core, a.hidden, a.input, a.batch, a.M, a.repeats, a.device, a.paper_max_M, not a.no_memory, a.out)

@@ -25,6 +25,12 @@ from r2ac.envs import make_vec_env
 from r2ac.logger import RunLogger, plot_learning_curve, progress
 
 
+def set_fast_math() -> None:
+    """Flush denormal floats to zero on CPU: RTRL sensitivities and gate products decay geometrically,
+    and denormal arithmetic made CPU training 2-6x slower (measured; see docs/benchmarks.md)."""
+    torch.set_flush_denormal(True)
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -90,6 +96,7 @@ def train(cfg: Config, resume: bool = False) -> Dict:
             f"or choose another run_dir=... / name=...")
     os.makedirs(run_dir, exist_ok=True)
     save_config(cfg, os.path.join(run_dir, "config.yaml"))
+    set_fast_math()
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     device = resolve_device(cfg.device)
@@ -211,6 +218,7 @@ def evaluate(path: str, sets: Optional[int] = None, episodes: Optional[int] = No
     """k sets of n test episodes with the trained (stochastic) policy, as in the paper: returns the mean
     of the set means and the std over sets, and writes ``eval.json`` next to the run."""
     cfg, ckpt = load_for_eval(path)
+    set_fast_math()
     sets = cfg.eval.sets if sets is None else sets
     episodes = cfg.eval.episodes if episodes is None else episodes
     if sets < 1 or episodes < 1:

@@ -1,0 +1,125 @@
+"""Vectorized environments for the actor: ``make_vec_env(env_id, num_envs, seed, **options)``.
+
+Env ids::
+
+    tmaze, watermaze                 built-in memory tasks (numpy-vectorized), see r2ac.envs.memory
+    atari:<Game>                     ale-py native vector env, e.g. atari:Breakout, atari:MsPacman
+    procgen:<game>                   procgen's vector env, e.g. procgen:chaser
+    dmlab:<level>                    DeepMind Lab (Docker image only), e.g. dmlab:rooms_watermaze
+    gym:<id> | gym:<module>:<Id>     any Gymnasium env with discrete actions, e.g. gym:CartPole-v1
+    <module>:<Id>                    same as gym:<module>:<Id>
+
+Every env follows the contract of ``r2ac.envs.base.VecEnv`` (same-step autoreset; ``info`` carries
+``episode_return`` / ``episode_length`` where ``done``). Options and defaults: ``env_options(env_id)``
+and docs/environments.md. Importing this package registers ``r2ac/TMaze-v0`` and
+``r2ac/Watermaze-v0`` with gymnasium.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from r2ac.envs.atari import AtariVecEnv
+from r2ac.envs.base import EpisodeTracker, VecEnv
+from r2ac.envs.dmlab import DMLabVecEnv
+from r2ac.envs.gym_env import GymVecEnv
+from r2ac.envs.memory import TMazeEnv, TMazeVecEnv, WatermazeEnv, WatermazeVecEnv
+from r2ac.envs.procgen_env import ProcgenVecEnv
+
+__all__ = [
+    "ENV_KINDS",
+    "EpisodeTracker",
+    "TMazeEnv",
+    "VecEnv",
+    "WatermazeEnv",
+    "env_options",
+    "make_vec_env",
+    "parse_env_id",
+]
+
+# kind -> VecEnv class. "tmaze"/"watermaze" are complete ids; the others take "<kind>:<name>".
+ENV_KINDS: dict[str, type[VecEnv]] = {
+    "tmaze": TMazeVecEnv,
+    "watermaze": WatermazeVecEnv,
+    "atari": AtariVecEnv,
+    "procgen": ProcgenVecEnv,
+    "dmlab": DMLabVecEnv,
+    "gym": GymVecEnv,
+}
+_MEMORY_KINDS = ("tmaze", "watermaze")
+_PREFIX_KINDS = ("atari", "procgen", "dmlab", "gym")
+
+_ALLOWED_IDS = (
+    "'tmaze', 'watermaze', 'atari:<Game>' (e.g. atari:Breakout), 'procgen:<game>' (e.g. procgen:chaser), "
+    "'dmlab:<level>' (e.g. dmlab:rooms_watermaze), 'gym:<gymnasium id>' (e.g. gym:CartPole-v1), "
+    "'gym:<module>:<Id>' or '<module>:<Id>'"
+)
+
+
+def parse_env_id(env_id: str) -> tuple[str, str | None]:
+    """``env_id`` -> ``(kind, name)``; ``name`` is None for the built-in memory tasks."""
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise ValueError(f"env id must be a non-empty string, got {env_id!r}; allowed: {_ALLOWED_IDS}")
+    env_id = env_id.strip()
+    if env_id.lower() in _MEMORY_KINDS:
+        return env_id.lower(), None
+    if ":" in env_id:
+        prefix, _, rest = env_id.partition(":")
+        if prefix.lower() in _PREFIX_KINDS:
+            if not rest:
+                raise ValueError(f"env id {env_id!r} names no env after {prefix!r}; allowed: {_ALLOWED_IDS}")
+            return prefix.lower(), rest
+        if prefix.lower() in _MEMORY_KINDS:
+            raise ValueError(f"unknown env id {env_id!r}: {prefix!r} takes no name; allowed: {_ALLOWED_IDS}")
+        return "gym", env_id  # <module>:<Id>
+    if env_id in gymnasium.registry:
+        return "gym", env_id
+    raise ValueError(f"unknown env id {env_id!r}; allowed: {_ALLOWED_IDS}")
+
+
+def env_options(env_id_or_kind: str) -> dict[str, Any]:
+    """The options (keyword arguments) an env kind accepts, with their defaults.
+
+    gym envs take whatever keyword arguments ``gymnasium.make`` passes to the env: ``{}`` here.
+    """
+    kind = env_id_or_kind if env_id_or_kind in ENV_KINDS else parse_env_id(env_id_or_kind)[0]
+    params = inspect.signature(ENV_KINDS[kind].__init__).parameters.values()
+    return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def make_vec_env(env_id: str, num_envs: int, seed: int, **options: Any) -> VecEnv:
+    """Build ``num_envs`` copies of ``env_id`` as one vector env, deterministic given ``seed``.
+
+    ``options`` are the env kind's keyword options (from the YAML config); unknown names raise a
+    ValueError that lists the allowed ones.
+    """
+    kind, name = parse_env_id(env_id)
+    if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+        raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    cls = ENV_KINDS[kind]
+    if kind != "gym":
+        allowed = env_options(kind)
+        unknown = sorted(set(options) - set(allowed))
+        if unknown:
+            listing = ", ".join(f"{k}={v!r}" for k, v in allowed.items())
+            raise ValueError(f"unknown option(s) {unknown} for env {env_id!r}; allowed options "
+                             f"(with defaults): {listing}")
+    if name is None:
+        return cls(int(num_envs), int(seed), **options)
+    return cls(name, int(num_envs), int(seed), **options)
+
+
+def _register_gymnasium_envs() -> None:
+    for env_id, entry in (("r2ac/TMaze-v0", "r2ac.envs.memory:TMazeEnv"),
+                          ("r2ac/Watermaze-v0", "r2ac.envs.memory:WatermazeEnv")):
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point=entry)
+
+
+_register_gymnasium_envs()
