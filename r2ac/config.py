@@ -148,6 +148,7 @@ class RuntimeConfig:
     max_trajectories_in_flight: int = _f(2, "unconsumed trajectories per actor", gt=0)
     dashboard_host: str = _f("127.0.0.1", "Ray dashboard bind address", nonempty=True)
     learner_gpus: float = _f(0.0, "GPUs reserved for the learner", ge=0.0)
+    torch_threads: int = _f(1, "torch intra-op threads per process (0 = torch's default: all cores)", ge=0)
 
 
 @dataclass

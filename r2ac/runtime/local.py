@@ -25,10 +25,14 @@ from r2ac.envs import make_vec_env
 from r2ac.logger import RunLogger, plot_learning_curve, progress
 
 
-def set_fast_math() -> None:
+def set_fast_math(torch_threads: int = 1) -> None:
     """Flush denormal floats to zero on CPU: RTRL sensitivities and gate products decay geometrically,
-    and denormal arithmetic made CPU training 2-6x slower (measured; see docs/benchmarks.md)."""
+    and denormal arithmetic made CPU training 2-6x slower (measured). Set the intra-op thread count
+    (``runtime.torch_threads``): with the small per-step work of actors, OpenMP threads that spin while
+    other processes share the cores made a 2-core run 15x slower with 2 threads than with 1 (measured)."""
     torch.set_flush_denormal(True)
+    if torch_threads > 0:
+        torch.set_num_threads(torch_threads)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -96,7 +100,7 @@ def train(cfg: Config, resume: bool = False) -> Dict:
             f"or choose another run_dir=... / name=...")
     os.makedirs(run_dir, exist_ok=True)
     save_config(cfg, os.path.join(run_dir, "config.yaml"))
-    set_fast_math()
+    set_fast_math(cfg.runtime.torch_threads)
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     device = resolve_device(cfg.device)
@@ -218,7 +222,7 @@ def evaluate(path: str, sets: Optional[int] = None, episodes: Optional[int] = No
     """k sets of n test episodes with the trained (stochastic) policy, as in the paper: returns the mean
     of the set means and the std over sets, and writes ``eval.json`` next to the run."""
     cfg, ckpt = load_for_eval(path)
-    set_fast_math()
+    set_fast_math(cfg.runtime.torch_threads)
     sets = cfg.eval.sets if sets is None else sets
     episodes = cfg.eval.episodes if episodes is None else episodes
     if sets < 1 or episodes < 1:
