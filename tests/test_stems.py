@@ -112,12 +112,18 @@ def test_image_stem_rejects_vector_shape(kind):
     assert "(8,)" in msg and "'mlp'" in msg and "'none'" in msg
 
 
-@pytest.mark.parametrize("kind, shape", [("none", (3, 64, 64)), ("mlp", (3, 64)), ("mlp", (1, 3, 64, 64))])
+@pytest.mark.parametrize("kind, shape", [("none", (3, 64)), ("mlp", (3, 64)), ("mlp", (1, 3, 64, 64))])
 def test_vector_stem_rejects_image_shape(kind, shape):
     with pytest.raises(ValueError) as info:
         make_stem(kind, shape)
     msg = str(info.value)
     assert str(shape) in msg and "'impala'" in msg and "'shallow'" in msg
+
+
+def test_none_stem_flattens_images():
+    stem = make_stem("none", (3, 4, 4))
+    frames = torch.randint(0, 256, (2, 3, 3, 4, 4), dtype=torch.uint8)
+    assert torch.allclose(stem(frames), frames.reshape(2, 3, 48).float() / 255)
 
 
 def test_mlp_stem_flattens_small_images():

@@ -16,7 +16,7 @@ the stem; floating-point frames are used as given (expected already in [0, 1]). 
   relu, flatten, FC -> fc, relu.
 * ``mlp``     — vector observations (or small images, flattened): Linear + relu layers of sizes
   (*channels, fc).
-* ``none``    — identity on (flattened) vector observations; output_size = prod(shape).
+* ``none``    — identity on flattened observations (images scaled by 1/255); output_size = prod(shape).
 """
 
 from __future__ import annotations
@@ -225,22 +225,31 @@ class MLPStem(Stem):
 
 
 class IdentityStem(Stem):
-    """'none': passes (D,) vector observations through; output_size = D.
+    """'none': passes observations through, flattened; output_size = prod(observation_shape).
 
-    Floating input keeps its dtype; integer/bool input is cast to the default float dtype.
+    Vector observations (D,): floating input keeps its dtype, integer/bool input is cast to the default
+    float dtype. Image observations (C, H, W) are flattened, uint8 pixels scaled by 1/255: the core sees
+    the raw pixels (no stem, so no truncated stem gradient — the setting of the memory experiments).
     """
 
-    def __init__(self, in_features: int) -> None:
+    def __init__(self, in_features: int | Sequence[int]) -> None:
         super().__init__()
         self.kind = "none"
-        self.observation_shape = (int(in_features),)
+        shape = (int(in_features),) if isinstance(in_features, int) else tuple(int(s) for s in in_features)
+        self.observation_shape = shape
+        self.is_image = len(shape) == 3
         self.channels = ()
         self.fc = None
-        self.output_size = int(in_features)
+        n = 1
+        for s_ in shape:
+            n *= s_
+        self.output_size = n
 
     def forward(self, x: Tensor) -> Tensor:
-        x, lead = _split_lead(x, 1, self.observation_shape)
-        if not x.dtype.is_floating_point:
+        x, lead = _split_lead(x, len(self.observation_shape), self.observation_shape)
+        if self.is_image:
+            x = _image_to_float(x, torch.get_default_dtype() if not x.dtype.is_floating_point else x.dtype)
+        elif not x.dtype.is_floating_point:
             x = x.to(torch.get_default_dtype())
         return x.reshape(*lead, self.output_size)
 
@@ -264,7 +273,7 @@ def make_stem(kind: str, observation_shape: Sequence[int],
             f"stem {kind!r} needs an image observation shape (C, H, W), got {shape}; "
             f"image stems: {list(IMAGE_STEMS)}, stems for 1-D observations: {list(VECTOR_STEMS)}"
         )
-    if kind == "none" and len(shape) != 1 or kind == "mlp" and len(shape) not in (1, 3):
+    if kind in VECTOR_STEMS and len(shape) not in (1, 3):
         raise ValueError(
             f"stem {kind!r} needs a 1-D observation shape (D,), got {shape}; "
             f"stems for 1-D observations: {list(VECTOR_STEMS)}, image stems (C, H, W): "
@@ -279,7 +288,7 @@ def make_stem(kind: str, observation_shape: Sequence[int],
     if kind == "mlp":
         hidden = tuple(channels or ()) + (() if fc is None else (int(fc),))
         return MLPStem(shape, hidden=hidden)
-    return IdentityStem(shape[0])
+    return IdentityStem(shape)
 
 
 def stem_metadata(stem: nn.Module) -> dict:
