@@ -6,17 +6,21 @@ import inspect
 from typing import Dict, List, Type
 
 from r2ac.cores.base import LEARNING_MODES, RecurrentCore, State, detach_state
+from r2ac.cores.columnar import CCN, Columnar, Constructive
 from r2ac.cores.elstm import ELSTM
+from r2ac.cores.fwp import FastWeights
+from r2ac.cores.snap import FELSTMSnAp1
 from r2ac.cores.standard import FeedForwardCore, FELSTMCore, GRUCore, LSTMCore
 
 CORES: Dict[str, Type[RecurrentCore]] = {
-    cls.name: cls for cls in (ELSTM, FELSTMCore, LSTMCore, GRUCore, FeedForwardCore)
+    cls.name: cls for cls in (ELSTM, FELSTMCore, LSTMCore, GRUCore, FeedForwardCore, Columnar, CCN, Constructive,
+                              FastWeights, FELSTMSnAp1)
 }
 
 
-def rtrl_cores() -> List[str]:
-    """Names of the cores that support ``learning='rtrl'``."""
-    return sorted(n for n, c in CORES.items() if c.supports_rtrl)
+def rtrl_cores(exact_only: bool = False) -> List[str]:
+    """Names of the cores that support ``learning='rtrl'`` (exact RTRL only with ``exact_only``)."""
+    return sorted(n for n, c in CORES.items() if c.supports_rtrl and (c.exact_rtrl or not exact_only))
 
 
 def core_options(name: str) -> List[str]:

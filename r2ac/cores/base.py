@@ -33,8 +33,10 @@ class RecurrentCore(nn.Module):
 
     #: registry name, set by subclasses
     name: str = ""
-    #: whether exact (or, where documented, approximate) RTRL is available for this core
+    #: whether RTRL (learning="rtrl") is available for this core
     supports_rtrl: bool = False
+    #: False for cores whose "rtrl" is a documented approximation (e.g. SnAp-1)
+    exact_rtrl: bool = True
 
     def __init__(self, input_size: int, hidden_size: int, learning: str = "tbptt"):
         super().__init__()

