@@ -101,6 +101,8 @@ class ELSTM(RecurrentCore):
         weight = torch.cat([self.F, self.Z, self.O], 0)
         bias = torch.cat([self.b_f, self.b_z, self.b_f.new_zeros(N)])
         pf, pz, po = Fn.linear(x, weight, bias).split(N, dim=-1)
+        # unbind, not pf[t]: indexing in the loop makes backward zero-fill a [T, B, N] gradient per step
+        pfs, pzs = pf.unbind(0), pz.unbind(0)
         c = state["c"]
         carried = [state[k] for k in self.sensitivity_spec()] if self.learning == "rtrl" and "dc_dF" in state else None
         if carried is not None and torch.is_grad_enabled():
@@ -109,8 +111,8 @@ class ELSTM(RecurrentCore):
         cs, cps, fs, zs = [], [], [], []
         for t in range(x.shape[0]):
             cp = c * keep[t, :, None]
-            f = torch.sigmoid(torch.addcmul(pf[t], self.w_f, cp))
-            z = torch.tanh(torch.addcmul(pz[t], self.w_z, cp))
+            f = torch.sigmoid(torch.addcmul(pfs[t], self.w_f, cp))
+            z = torch.tanh(torch.addcmul(pzs[t], self.w_z, cp))
             c = torch.lerp(z, cp, f)  # f * c(t-1) + (1 - f) * z
             cs.append(c)
             if transport:

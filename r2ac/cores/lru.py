@@ -67,6 +67,21 @@ def _mul_neg_i(p: Tensor) -> Tensor:
     return torch.stack([p[..., 1], -p[..., 0]], -1)
 
 
+class _SpatialPath(torch.autograd.Function):
+    """Zero-valued stand-in for u W^T: costs nothing in the forward pass, and its backward gives u the
+    gradient g W (W is data). Adding it to h(t) gives u(t) the same-step path only."""
+
+    @staticmethod
+    def forward(ctx, u: Tensor, W: Tensor) -> Tensor:  # type: ignore[override]
+        ctx.save_for_backward(W)
+        return u.new_zeros(u.shape[:-1] + (W.shape[0],))
+
+    @staticmethod
+    def backward(ctx, g: Tensor):  # type: ignore[override]
+        (W,) = ctx.saved_tensors
+        return g @ W, None
+
+
 class _LRULayer(nn.Module):
     """One LRU layer (and, when ``block``, the LayerNorm before and GELU/GLU/residual after it)."""
 
@@ -121,16 +136,17 @@ class _LRULayer(nn.Module):
         proj = lambda inp, w: torch.view_as_complex(Fn.linear(inp, w).unflatten(-1, (N, 2)))  # noqa: E731
         if cut:  # recurrence sees u only as data; u gets the same-step path gamma B^T (value 0 added)
             Bu = proj(u.detach(), Bw)
-            sp = proj(u, Bw.detach())
-            spatial = gamma.detach() * (sp - sp.detach())
+            sp = torch.view_as_complex(_SpatialPath.apply(u, Bw.detach()).unflatten(-1, (N, 2)))
+            spatial = gamma.detach() * sp
         else:
             Bu = proj(u, Bw)
             spatial = None
         gBu = gamma * Bu
         hs, hps = [], []
-        for t in range(u.shape[0]):
-            hp = h * keep[t, :, None]
-            h = lam * hp + gBu[t]
+        keepc = keep[..., None].to(gBu.dtype)  # cast once, not at every step
+        for gBu_t, keep_t in zip(gBu.unbind(0), keepc.unbind(0)):  # unbind: O(T) backward
+            hp = h * keep_t
+            h = lam * hp + gBu_t
             hs.append(h)
             if transport:
                 hps.append(hp)

@@ -70,7 +70,7 @@ def ring_init(n: int, r_min: float, r_max: float, max_phase: float,
     phase in (0, max_phase] (Orvieto et al. 2023, as in seed 002)."""
     u1 = torch.rand(n, generator=generator)
     u2 = torch.rand(n, generator=generator)
-    r = torch.sqrt(u1 * (r_max ** 2 - r_min ** 2) + r_min ** 2)
+    r = torch.sqrt(u1 * (r_max ** 2 - r_min ** 2) + r_min ** 2).clamp_min(1e-6)  # r = 0 has no nu_log
     theta = max_phase * (1.0 - u2)  # in (0, max_phase]: theta_log = log(theta) stays finite
     return torch.log(-torch.log(r)), torch.log(theta)
 
@@ -99,8 +99,8 @@ def cmul_into(out: Tensor, a: Tensor, s: Tensor) -> Tensor:
     extra = (None,) * (s.dim() - 3)
     ar, ai = a.real[(...,) + extra], a.imag[(...,) + extra]
     sr, si = s[:, :, 0], s[:, :, 1]
-    out[:, :, 0] += ar * sr - ai * si
-    out[:, :, 1] += ar * si + ai * sr
+    out[:, :, 0].addcmul_(ar, sr).addcmul_(ai, si, value=-1)  # in place: no temporaries of s's size
+    out[:, :, 1].addcmul_(ar, si).addcmul_(ai, sr)
     return out
 
 
@@ -189,19 +189,22 @@ class RTU(RecurrentCore):
         f, _ = ACTIVATIONS[self.activation]
         lam, gamma = self.decay()
         # both input projections of the segment in one matmul, as complex U = W1 x + i W2 x
-        U = torch.view_as_complex(Fn.linear(x, torch.stack([self.W1, self.W2], 1).reshape(2 * n, -1)).unflatten(-1, (n, 2)))
+        W = torch.stack([self.W1, self.W2], 1).reshape(2 * n, self.input_size)  # rows (W1_i, W2_i) per unit
+        U = torch.view_as_complex(Fn.linear(x, W).unflatten(-1, (n, 2)))
         gU = gamma * U
         c = state["c"]
-        carried = [state[k] for k in SENSITIVITY_KEYS] if self.learning == "rtrl" and SENSITIVITY_KEYS[0] in state else None
+        rtrl_state = self.learning == "rtrl" and SENSITIVITY_KEYS[0] in state
+        carried = [state[k] for k in SENSITIVITY_KEYS] if rtrl_state else None
         if carried is not None and torch.is_grad_enabled():
             c = rtrl_carry(c, self.recurrent_parameters(), carried)  # identity 1
         c = as_complex(c)
         transport = return_state and sensitivities
         nonlinear = self.variant == "nonlinear"
         cs, cps, pres = [], [], []
-        for t in range(x.shape[0]):
-            cp = c * keep[t, :, None]
-            pre = lam * cp + gU[t]
+        # unbind, not gU[t]: the backward of T selects would zero-fill a [T, B, n] gradient T times
+        for gU_t, keep_t in zip(gU.unbind(0), keep[..., None].to(gU.dtype).unbind(0)):
+            cp = c * keep_t
+            pre = lam * cp + gU_t
             c = torch.view_as_complex(f(torch.view_as_real(pre))) if nonlinear else pre
             cs.append(c)
             if transport:
@@ -251,8 +254,7 @@ class RTU(RecurrentCore):
     @torch.no_grad()
     def _transport_nonlinear(self, carried, x, keep, cp, U, pre):
         lam, gamma = self.decay()
-        _, fprime = ACTIVATIONS[self.activation]
-        f, _ = ACTIVATIONS[self.activation]
+        f, fprime = ACTIVATIONS[self.activation]
         pre_r = torch.view_as_real(pre)
         Dg = fprime(pre_r, f(pre_r))  # [T, B, n, 2]: f'(p1), f'(p2)
         g, phi = lam.real, lam.imag
@@ -277,5 +279,6 @@ class RTU(RecurrentCore):
             for v, s0 in zip(new.values(), carried):
                 extra = (None,) * (s0.dim() - 3)
                 for k in range(2):
-                    v[:, :, k] += P0[:, :, k, 0][(...,) + extra] * s0[:, :, 0] + P0[:, :, k, 1][(...,) + extra] * s0[:, :, 1]
+                    p0, p1 = P0[:, :, k, 0][(...,) + extra], P0[:, :, k, 1][(...,) + extra]
+                    v[:, :, k].addcmul_(p0, s0[:, :, 0]).addcmul_(p1, s0[:, :, 1])
         return new

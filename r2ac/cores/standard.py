@@ -38,7 +38,7 @@ class LSTMCore(RecurrentCore):
         return {"h": (self.hidden_size,), "c": (self.hidden_size,)}
 
     def _forward(self, x, state, keep, return_state, sensitivities):
-        px = Fn.linear(x, self.weight_ih, self.bias)
+        px = Fn.linear(x, self.weight_ih, self.bias).unbind(0)
         h, c = state["h"], state["c"]
         hs = []
         for t in range(x.shape[0]):
@@ -70,7 +70,7 @@ class GRUCore(RecurrentCore):
         return {"h": (self.hidden_size,)}
 
     def _forward(self, x, state, keep, return_state, sensitivities):
-        px = Fn.linear(x, self.weight_ih, self.bias_ih)
+        px = Fn.linear(x, self.weight_ih, self.bias_ih).unbind(0)
         h = state["h"]
         hs = []
         for t in range(x.shape[0]):
@@ -111,7 +111,7 @@ class FELSTMCore(RecurrentCore):
     def _forward(self, x, state, keep, return_state, sensitivities):
         N = self.hidden_size
         pfz, po = Fn.linear(x, self.weight_ih).split([2 * N, N], -1)
-        pfz = pfz + self.bias
+        pfz = (pfz + self.bias).unbind(0)
         c = state["c"]
         cs = []
         for t in range(x.shape[0]):

@@ -1,0 +1,262 @@
+"""Exactness and contract tests of the RTU core (float64, against full-sequence BPTT and against the
+paper's step-by-step trace recursion, seed 001 Eqs. 23-27 with the dgamma/dnu_log term)."""
+
+import io
+import math
+import pickle
+
+import pytest
+import torch
+
+import r2ac.cores as cores
+from r2ac.cores.rtu import RTU
+
+T, B, D, N = 200, 3, 5, 4
+VARIANTS = ["linear", "nonlinear"]
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+
+def _data(seed=0, T=T, B=B, p_reset=0.03):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, B, D, generator=g)
+    reset = torch.rand(T, B, generator=g) < p_reset
+    reset[0] = True
+    reset[min(60, T - 1), 1 % B] = True  # a reset inside a segment
+    w = torch.randn(T, B, 2 * N, generator=g)  # the loss: sum_t <w(t), y(t)>
+    return x, reset, w
+
+
+def _rtu(learning, variant="linear", seed=0, **kw):
+    torch.manual_seed(seed)
+    return RTU(D, N, learning=learning, variant=variant, **kw)
+
+
+def _segment_grads(core, x, reset, w, seg):
+    core.zero_grad()
+    state = core.initial_state(x.shape[1])
+    for s in range(0, x.shape[0], seg):
+        y, state = core(x[s:s + seg], state, reset[s:s + seg])
+        (y * w[s:s + seg]).sum().backward()
+    return {n: p.grad.clone() for n, p in core.named_parameters()}
+
+
+def _rel_err(a, b):
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("seg", [1, 7, 50])
+def test_rtu_rtrl_segments_equal_full_bptt(variant, seg):
+    x, reset, w = _data()
+    core = _rtu("rtrl", variant)
+    full = _segment_grads(core, x, reset, w, T)  # one segment of 200 = full-sequence BPTT
+    got = _segment_grads(core, x, reset, w, seg)
+    for name in full:
+        assert _rel_err(got[name], full[name]) < 1e-9, name
+
+
+@pytest.mark.parametrize("activation", ["tanh", "gelu", "sigmoid", "identity"])
+def test_rtu_nonlinear_other_activations_exact(activation):
+    x, reset, w = _data(seed=4)
+    core = _rtu("rtrl", "nonlinear", activation=activation)
+    full = _segment_grads(core, x, reset, w, T)
+    got = _segment_grads(core, x, reset, w, 7)
+    for name in full:
+        assert _rel_err(got[name], full[name]) < 1e-9, name
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rtu_tbptt_is_truncated(variant):
+    x, reset, w = _data()
+    full = _segment_grads(_rtu("rtrl", variant), x, reset, w, T)
+    trunc = _segment_grads(_rtu("tbptt", variant), x, reset, w, 7)
+    assert max(_rel_err(trunc[n], full[n]) for n in full) > 1e-2
+    same = _segment_grads(_rtu("tbptt", variant), x, reset, w, T)
+    for name in full:
+        assert _rel_err(same[name], full[name]) < 1e-12
+
+
+_FPRIME = {"relu": lambda p: (p > 0).double(), "tanh": lambda p: 1 - torch.tanh(p) ** 2}
+_F = {"relu": torch.relu, "tanh": torch.tanh}
+
+
+def _paper_stepwise(core, x, reset):
+    """Independent step-by-step RTRL of seed 001 in real form (Eqs. 2/4, 23-27; dgamma/dnu_log kept):
+    returns the state and the traces after every step."""
+    p = {n: t.detach() for n, t in core.named_parameters()}
+    f, fp = _F[core.activation], _FPRIME[core.activation]
+    Tn, Bn, _ = x.shape
+    e_nu, e_th = torch.exp(p["nu_log"]), torch.exp(p["theta_log"])
+    r = torch.exp(-e_nu)
+    theta = e_th
+    g, phi, gamma = r * torch.cos(theta), r * torch.sin(theta), torch.sqrt(1 - r * r)
+    dg = {"nu": -g * e_nu, "th": -phi * e_th}           # dg/dnu_log, dg/dtheta_log
+    dphi = {"nu": -phi * e_nu, "th": g * e_th}
+    dgamma = {"nu": e_nu * r * r / gamma, "th": torch.zeros(N)}  # the term Eq. 29 drops
+    c1, c2 = torch.zeros(Bn, N), torch.zeros(Bn, N)
+    S = {k: [torch.zeros(Bn, N), torch.zeros(Bn, N)] for k in ("nu", "th")}
+    S.update({k: [torch.zeros(Bn, N, D), torch.zeros(Bn, N, D)] for k in ("W1", "W2")})
+    out = []
+    for t in range(Tn):
+        m = (~reset[t]).double()[:, None]
+        c1, c2 = c1 * m, c2 * m
+        for k in S:
+            S[k] = [s * (m if s.dim() == 2 else m[..., None]) for s in S[k]]
+        u1, u2 = x[t] @ p["W1"].T, x[t] @ p["W2"].T
+        pre1 = g * c1 - phi * c2 + gamma * u1
+        pre2 = g * c2 + phi * c1 + gamma * u2
+        if core.variant == "nonlinear":
+            d1, d2 = fp(pre1), fp(pre2)
+        else:
+            d1, d2 = torch.ones_like(pre1), torch.ones_like(pre2)
+        new = {}
+        for k in ("nu", "th"):
+            s1, s2 = S[k]
+            new[k] = [d1 * (dg[k] * c1 + g * s1 - dphi[k] * c2 - phi * s2 + dgamma[k] * u1),
+                      d2 * (dg[k] * c2 + g * s2 + dphi[k] * c1 + phi * s1 + dgamma[k] * u2)]
+        gx = gamma[:, None] * x[t][:, None, :]
+        gg, pp = g[:, None], phi[:, None]
+        s1, s2 = S["W1"]
+        new["W1"] = [d1[..., None] * (gg * s1 - pp * s2 + gx), d2[..., None] * (gg * s2 + pp * s1)]
+        s1, s2 = S["W2"]
+        new["W2"] = [d1[..., None] * (gg * s1 - pp * s2), d2[..., None] * (gg * s2 + pp * s1 + gx)]
+        S = new
+        c1, c2 = (f(pre1), f(pre2)) if core.variant == "nonlinear" else (pre1, pre2)
+        out.append({"c": torch.stack([c1, c2], 2),
+                    **{k: torch.stack(v, 2) for k, v in S.items()}})
+    return out
+
+
+_KEYS = {"nu": "dc_dnu_log", "th": "dc_dtheta_log", "W1": "dc_dW1", "W2": "dc_dW2"}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("seg", [1, 7, 50])
+def test_rtu_carried_sensitivities_match_paper_recursion(variant, seg):
+    x, reset, _ = _data(seed=1, T=100)
+    core = _rtu("rtrl", variant, seed=1)
+    ref = _paper_stepwise(core, x, reset)
+    state = core.initial_state(B)
+    with torch.no_grad():
+        for s in range(0, 100, seg):
+            _, state = core(x[s:s + seg], state, reset[s:s + seg])
+            r = ref[min(s + seg, 100) - 1]
+            assert torch.allclose(state["c"], r["c"], rtol=1e-12, atol=1e-13)
+            for k, key in _KEYS.items():
+                assert torch.allclose(state[key], r[k], rtol=1e-10, atol=1e-12), key
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rtu_gradient_from_paper_sensitivities(variant):
+    """dL/dp = sum_t delta1(t) dc1/dp(t) + delta2(t) dc2/dp(t) with delta through the output only
+    (the paper's gradient), from the independent recursion, equals the core's gradient."""
+    x, reset, w = _data(seed=2, T=40)
+    core = _rtu("rtrl", variant, seed=2)
+    ref = _paper_stepwise(core, x, reset)
+    grads = _segment_grads(core, x, reset, w, 9)
+    want = {k: 0.0 for k in _KEYS}
+    for t in range(40):
+        c = ref[t]["c"].clone().requires_grad_(True)
+        h = c.transpose(1, 2).reshape(B, 2 * N)  # [c1; c2]
+        ((h if variant == "nonlinear" else torch.relu(h)) * w[t]).sum().backward()
+        for k in _KEYS:
+            s = ref[t][k]
+            delta = c.grad if s.dim() == 3 else c.grad[..., None]
+            want[k] = want[k] + (delta * s).sum((0, 2))
+    for k, key in _KEYS.items():
+        assert _rel_err(grads[key[len("dc_d"):]], want[k]) < 1e-10, key
+
+
+def test_rtu_state_size_independent_of_T():
+    core = _rtu("rtrl", "nonlinear")
+    sizes = set()
+    for Tn in (1, 10, 100):
+        x, reset, _ = _data(T=Tn)
+        with torch.no_grad():
+            _, st = core(x, core.initial_state(B), reset)
+        sizes.add(tuple((k, tuple(v.shape)) for k, v in sorted(st.items())))
+    assert len(sizes) == 1
+    (k_shapes,) = sizes
+    assert sum(torch.Size(s).numel() for _, s in k_shapes) == B * (2 * N + 2 * 2 * N + 2 * 2 * N * D)
+    assert core.output_size == 2 * N and st["c"].dtype == torch.float64
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rtu_hidden_only_steps_then_rerun_equals_full(variant):
+    x, reset, _ = _data(T=25)
+    core = _rtu("rtrl", variant)
+    start = core.initial_state(B)
+    with torch.no_grad():
+        hidden, ys = start, []
+        for t in range(25):
+            y, hidden = core(x[t:t + 1], hidden, reset[t:t + 1], sensitivities=False)
+            ys.append(y)
+        assert set(hidden) == {"c"}
+        y_full, full = core(x, start, reset)
+        y_none, none = core(x, start, reset, return_state=False)
+    assert none is None and torch.equal(y_none, y_full)
+    assert torch.allclose(torch.cat(ys), y_full, rtol=1e-12, atol=1e-14)
+    assert torch.allclose(hidden["c"], full["c"], rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="sensitivities=False"):
+        core(x, hidden, reset)
+
+
+def test_rtu_reset_zeroes_state_and_pickle_round_trip():
+    x, _, _ = _data(T=20)
+    core = _rtu("rtrl", "nonlinear", seed=3)
+    reset = torch.zeros(20, B, dtype=torch.bool)
+    reset[12, 0] = True
+    with torch.no_grad():
+        y, st = core(x, core.initial_state(B), reset)
+        y_fresh, _ = core(x[12:, :1], core.initial_state(1), torch.zeros(8, 1, dtype=torch.bool))
+    assert torch.allclose(y[12:, :1], y_fresh, rtol=1e-13, atol=1e-15)
+    buf = io.BytesIO()
+    torch.save(st, buf)
+    st2 = torch.load(io.BytesIO(buf.getvalue()), weights_only=True)
+    st3 = pickle.loads(pickle.dumps(st))
+    with torch.no_grad():
+        ya, sa = core(x, st, reset)
+        yb, sb = core(x, st2, reset)
+        yc, _ = core(x, st3, reset)
+    assert torch.equal(ya, yb) and torch.equal(ya, yc) and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_rtu_init_and_parametrisation():
+    core = _rtu("tbptt", r_min=0.5, r_max=0.6, max_phase=0.3)
+    r = torch.exp(-torch.exp(core.nu_log))
+    assert ((r >= 0.5 - 1e-12) & (r <= 0.6 + 1e-12)).all()
+    theta = torch.exp(core.theta_log)
+    assert ((theta > 0) & (theta <= 0.3 + 1e-12)).all()
+    lam, gamma = core.decay()
+    assert torch.allclose(lam.abs(), r) and torch.allclose(gamma, torch.sqrt(1 - r ** 2))
+    assert torch.allclose(lam.angle(), theta)
+
+
+def test_rtu_bad_options_and_input():
+    with pytest.raises(ValueError, match="variant"):
+        RTU(D, N, variant="gated")
+    with pytest.raises(ValueError, match="activation"):
+        RTU(D, N, activation="swish")
+    with pytest.raises(ValueError, match="r_min"):
+        RTU(D, N, r_min=0.9, r_max=1.0)
+    core = _rtu("rtrl")
+    with pytest.raises(ValueError, match=r"x must have shape \[T, B, 5\]"):
+        core(torch.randn(B, D), core.initial_state(B), torch.zeros(1, B, dtype=torch.bool))
+    with pytest.raises(ValueError, match="dc_dW1"):
+        core(torch.randn(2, B, D), {**core.initial_state(B), "dc_dW1": torch.zeros(B, N, 2, D + 1)},
+             torch.zeros(2, B, dtype=torch.bool))
+
+
+def test_rtu_through_make_core(monkeypatch):
+    monkeypatch.setitem(cores.CORES, "rtu", RTU)
+    assert "rtu" in cores.rtrl_cores()
+    assert {"variant", "activation", "r_min", "r_max", "max_phase"} <= set(cores.core_options("rtu"))
+    core = cores.make_core("rtu", D, N, learning="rtrl", variant="nonlinear", activation="tanh")
+    assert isinstance(core, RTU) and core.variant == "nonlinear" and math.isclose(core.r_max, 0.999)
