@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import queue
 from typing import Dict, List
 
 import torch
@@ -108,7 +109,7 @@ def _memory_child(q, core_name, learning, N, D, B, M, device):
     x = torch.randn(M, B, D, device=device)
     reset = torch.zeros(M, B, dtype=torch.bool, device=device)
     w = torch.randn(M, B, core.output_size, device=device)
-    state = {k: torch.randn(v.shape, device=device) * 0.01 for k, v in core.initial_state(B).items()}
+    state = {k: torch.randn(v.shape, device=device).mul_(0.01) for k, v in core.initial_state(B).items()}
     learner_update(core, x, reset, w, state)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -122,7 +123,13 @@ def peak_memory_mb(core_name, learning, N, D, B, M, device) -> float:
     q = ctx.Queue()
     p = ctx.Process(target=_memory_child, args=(q, core_name, learning, N, D, B, M, device))
     p.start()
-    val = q.get(timeout=600)
+    while True:  # a child that dies (e.g. out of memory) must not hang the benchmark
+        try:
+            val = q.get(timeout=1.0)
+            break
+        except queue.Empty:
+            if not p.is_alive():
+                raise RuntimeError(f"memory probe for {core_name}/{learning} M={M} died (exit code {p.exitcode})")
     p.join()
     return float(val)
 
