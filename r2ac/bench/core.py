@@ -118,11 +118,25 @@ def _memory_child(q, core_name, learning, N, D, B, M, device):
         q.put(_peak_rss_mb() - base)
 
 
+_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_ARENA_MAX": "1"}
+
+
 def peak_memory_mb(core_name, learning, N, D, B, M, device) -> float:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     p = ctx.Process(target=_memory_child, args=(q, core_name, learning, N, D, B, M, device))
-    p.start()
+    # glibc: serve blocks >= 64 KiB by mmap and return them on free, so the probe's resident set follows
+    # the live tensors (otherwise freed pages stay resident and the peak depends on allocation history)
+    saved = {k: os.environ.get(k) for k in _MALLOC_ENV}
+    os.environ.update(_MALLOC_ENV)
+    try:
+        p.start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     while True:  # a child that dies (e.g. out of memory) must not hang the benchmark
         try:
             val = q.get(timeout=1.0)
