@@ -177,6 +177,13 @@ class EvalConfig:
 
 
 @dataclass
+class PipelineConfig:
+    pretrain_steps: int = _f(0, "`r2ac pipeline`: TBPTT pretraining steps of stage 1 (0 = no pipeline)", ge=0)
+    pretrain_unroll_length: int = _f(100, "`r2ac pipeline`: M of the TBPTT pretraining stage", gt=0)
+    pretrain_overrides: list[str] = _f([], "`r2ac pipeline`: extra key=value overrides for stage 1 only")
+
+
+@dataclass
 class Config:
     name: str = _f("run", "run name (also the default run directory)", nonempty=True)
     seed: int = _f(0, "random seed", ge=0)
@@ -193,6 +200,7 @@ class Config:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
 
 
 # Keys that were renamed or are commonly guessed: a better hint than difflib can give.
