@@ -219,9 +219,12 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--paper-max-M", type=int, default=300, help="skip the slow per-step learner above this M")
     p.add_argument("--no-memory", action="store_true")
+    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0 = torch's default)")
     p.add_argument("--out", default="bench_out", help="folder for core.csv and core.png")
     a = p.parse_args(argv)
     torch.set_flush_denormal(True)  # as in training (r2ac.runtime.local.set_fast_math)
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
     print(f"r2ac bench core: {a.core} N={a.hidden} D={a.input} B={a.batch} on {a.device}; {machine_description()}")
     print(format_table([], COLUMNS))
     rows = run(a.core, a.hidden, a.input, a.batch, a.M, a.repeats, a.device, a.paper_max_M, not a.no_memory, a.out)
