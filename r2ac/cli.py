@@ -3,7 +3,8 @@
     r2ac train CONFIG [key=value ...]        train (runs/<name> holds config, metrics, plots, checkpoints)
     r2ac train --resume RUN_DIR [key=value]  continue a run from its newest checkpoint
     r2ac eval RUN_DIR|CHECKPOINT             k sets of n test episodes (mean of set means, std)
-    r2ac bench core|envs [...]               benchmarks: print a table, write CSV (+ PNG)
+    r2ac train CONFIG runtime.kind=ray [--address ADDR]   on Ray: a local instance, or join a cluster
+    r2ac bench core|envs|system [...]        benchmarks: print a table, write CSV (+ PNG)
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from typing import List, Optional
 
 
 def _train(args) -> int:
+    from r2ac.agent.learner import NonFiniteLossError
     from r2ac.config import apply_overrides, load_config
-    from r2ac.runtime.local import train
+    from r2ac.runtime.common import RunAborted, run_dir_of
 
     if args.resume:
         cfg_path = os.path.join(args.resume, "config.yaml")
@@ -29,9 +31,27 @@ def _train(args) -> int:
         if not args.config:
             raise SystemExit("r2ac train: give a config file (e.g. configs/quickstart.yaml) or --resume RUN_DIR")
         cfg = load_config(args.config, args.overrides)
-    if cfg.runtime.kind != "local":
-        raise SystemExit("runtime.kind=ray is not available in this version yet; use runtime.kind=local")
-    summary = train(cfg, resume=bool(args.resume))
+    try:
+        if cfg.runtime.kind == "ray":
+            from r2ac.runtime.ray_runtime import train as ray_train
+
+            summary = ray_train(cfg, resume=bool(args.resume), address=args.address)
+        else:
+            if args.address:
+                print(f"r2ac train: note: --address {args.address} is ignored with runtime.kind=local",
+                      file=sys.stderr)
+            from r2ac.runtime.local import train
+
+            summary = train(cfg, resume=bool(args.resume))
+    except (NonFiniteLossError, RunAborted) as e:
+        run_dir = run_dir_of(cfg)
+        print(f"r2ac train: stopped: {e}\nThe last checkpoint is in {run_dir}/checkpoints; after fixing the "
+              f"cause continue with `r2ac train --resume {run_dir}`.", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM with runtime.kind=ray): a checkpoint was written
+        run_dir = run_dir_of(cfg)
+        print(f"r2ac train: interrupted; continue with `r2ac train --resume {run_dir}`", file=sys.stderr)
+        return 130
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -50,6 +70,8 @@ def _bench(args, rest: List[str]) -> int:
         from r2ac.bench.core import main as bench_main
     elif args.what == "envs":
         from r2ac.envs.bench import main as bench_main
+    elif args.what == "system":
+        from r2ac.bench.system import main as bench_main
     else:  # pragma: no cover - argparse restricts choices
         raise SystemExit(f"unknown benchmark {args.what}")
     return bench_main(rest)
@@ -62,13 +84,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("config", nargs="?", help="YAML config, e.g. configs/quickstart.yaml")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. learner.unroll_length=50")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
+    p.add_argument("--address", metavar="ADDR", default=None,
+                   help="runtime.kind=ray: join the Ray cluster at ADDR (host:port or 'auto'); default: "
+                        "$RAY_ADDRESS, then runtime.address, else start a local Ray instance")
     p = sub.add_parser("eval", help="evaluate a trained agent")
     p.add_argument("path", help="run directory or checkpoint file")
     p.add_argument("--sets", type=int, default=None, help="number of test sets (default: eval.sets of the run)")
     p.add_argument("--episodes", type=int, default=None, help="episodes per set (default: eval.episodes)")
     p.add_argument("--num-envs", type=int, default=None)
     p = sub.add_parser("bench", help="benchmarks (print a table, write CSV and PNG)")
-    p.add_argument("what", choices=["core", "envs"])
+    p.add_argument("what", choices=["core", "envs", "system"])
     args, rest = parser.parse_known_args(argv)
     from r2ac.config import ConfigError
 

@@ -3,203 +3,72 @@ between the plain ``Actor`` and ``Learner`` classes (``r2ac train`` with ``runti
 
 from __future__ import annotations
 
-import collections
 import copy
 import json
-import math
 import os
-import time
 from typing import Dict, List, Optional
 
 import numpy as np
 import torch
 
 from r2ac.agent.actor import Actor
-from r2ac.agent.learner import Learner, NonFiniteLossError
-from r2ac.agent.nets import AgentNet
-from r2ac.agent.trajectory import Batcher, validate
-from r2ac.checkpoint import capture_rng_state, load_checkpoint, load_latest_checkpoint, restore_rng_state, \
-    save_run_checkpoint
-from r2ac.config import Config, ConfigError, config_from_dict, config_to_dict, save_config
+from r2ac.agent.learner import NonFiniteLossError
+from r2ac.checkpoint import load_checkpoint, load_latest_checkpoint
+from r2ac.config import Config, config_from_dict
 from r2ac.envs import make_vec_env
-from r2ac.logger import RunLogger, plot_learning_curve, progress
+from r2ac.runtime.common import (RecentEpisodes, RunAborted, TrainingSession, build_net, make_env,  # noqa: F401
+                                 recreate_envs, resolve_device, run_dir_of, set_fast_math, start_run)
 
 
-def set_fast_math(torch_threads: int = 1) -> None:
-    """Flush denormal floats to zero on CPU: RTRL sensitivities and gate products decay geometrically,
-    and denormal arithmetic made CPU training 2-6x slower (measured). Set the intra-op thread count
-    (``runtime.torch_threads``): with the small per-step work of actors, OpenMP threads that spin while
-    other processes share the cores made a 2-core run 15x slower with 2 threads than with 1 (measured)."""
-    torch.set_flush_denormal(True)
-    if torch_threads > 0:
-        torch.set_num_threads(torch_threads)
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device=cuda but no CUDA device is available; use device=cpu or device=auto")
-    return torch.device(name)
-
-
-def run_dir_of(cfg: Config) -> str:
-    return cfg.run_dir or os.path.join("runs", cfg.name)
-
-
-def make_env(cfg: Config, index: int):
-    return make_vec_env(cfg.env.id, cfg.env.num_envs, cfg.seed * 1000 + index, **dict(cfg.env.options))
-
-
-def build_net(cfg: Config, observation_shape, num_actions) -> AgentNet:
-    if cfg.stem.path:
-        raise ConfigError("stem.path: loading a pretrained stem is not available in this version yet")
-    return AgentNet.from_config(cfg.model, observation_shape, num_actions, reward_clip=cfg.learner.reward_clip)
-
-
-class RecentEpisodes:
-    """Episode returns/lengths finished since the last log row, plus a longer window for the bar."""
-
-    def __init__(self, window: int = 100):
-        self.pending: List[tuple] = []
-        self.window = collections.deque(maxlen=window)
-        self.count = 0
-
-    def add(self, traj: Dict) -> None:
-        ret = traj["episode_return"][1:]
-        done = ~torch.isnan(ret)
-        if done.any():
-            for r, n in zip(ret[done].tolist(), traj["episode_length"][1:][done].tolist()):
-                self.pending.append((r, n))
-                self.window.append(r)
-            self.count += int(done.sum())
-
-    def pop_metrics(self) -> Dict[str, float]:
-        if not self.pending:
-            return {}
-        r, n = zip(*self.pending)
-        self.pending = []
-        return {"episode_return": float(np.mean(r)), "episode_length": float(np.mean(n)), "episodes": self.count}
-
-    def recent(self) -> Optional[float]:
-        return float(np.mean(self.window)) if self.window else None
-
-
-def train(cfg: Config, resume: bool = False) -> Dict:
+def train(cfg: Config, resume: bool = False, time_limit_s: Optional[float] = None) -> Dict:
     """Train as configured; returns a summary dict. With ``resume`` the run continues from the newest
-    checkpoint in its run directory (counters, weights, optimizer and RNG state)."""
-    run_dir = run_dir_of(cfg)
-    ckpt = None
-    if resume:
-        ckpt = load_latest_checkpoint(run_dir)
-        if ckpt is None:
-            raise FileNotFoundError(f"--resume {run_dir}: no checkpoint found in {run_dir}/checkpoints")
-    elif load_latest_checkpoint(run_dir) is not None:
-        raise FileExistsError(
-            f"run directory {run_dir} already holds checkpoints: continue it with `r2ac train --resume {run_dir}` "
-            f"or choose another run_dir=... / name=...")
-    os.makedirs(run_dir, exist_ok=True)
-    save_config(cfg, os.path.join(run_dir, "config.yaml"))
-    set_fast_math(cfg.runtime.torch_threads)
-    torch.manual_seed(cfg.seed)
-    np.random.seed(cfg.seed)
-    device = resolve_device(cfg.device)
-
+    checkpoint in its run directory (counters, weights, optimizer and RNG state). ``time_limit_s`` stops
+    the run early (benchmarks)."""
+    ckpt = start_run(cfg, resume)
     venvs = [make_env(cfg, i) for i in range(cfg.runtime.num_actors)]
-    obs_shape, num_actions = venvs[0].observation_shape, venvs[0].num_actions
-    net = build_net(cfg, obs_shape, num_actions).to(device)
-    learner = Learner(net, cfg.learner, cfg.total_steps, device)
-    counters = {"step": 0, "updates": 0, "episodes": 0, "rejected_trajectories": 0, "env_failures": 0}
-    if ckpt is not None:
-        net.load_state_dict(ckpt["model"])
-        learner.load_state_dict(ckpt["extra"]["learner"])
-        counters.update({k: int(v) for k, v in ckpt["counters"].items() if k in counters})
-        restore_rng_state(ckpt["rng"])
-    M = cfg.learner.unroll_length
-    actors = [Actor(copy.deepcopy(net).cpu(), v, M, seed=cfg.seed * 1000 + i + 7919 * counters["updates"])
-              for i, v in enumerate(venvs)]
-    publish = lambda: {k: v.detach().cpu() for k, v in net.state_dict().items()}  # noqa: E731
-    weights = publish()
-    for a in actors:
-        a.set_weights(weights, learner.updates)
-    batcher = Batcher(cfg.learner.batch_size)
-    logger = RunLogger(run_dir, cfg.logger, config_to_dict(cfg), cfg.name,
-                       resume_step=counters["step"] if ckpt is not None else None)
-    episodes = RecentEpisodes()
-    episodes.count = counters["episodes"]
-    bar = progress(cfg.total_steps, initial=counters["step"], enabled=cfg.logger.progress_bar)
-    state_spec = net.core.state_spec()
+    actors: List[Actor] = []
 
-    def checkpoint():
-        counters["updates"], counters["episodes"] = learner.updates, episodes.count
-        save_run_checkpoint(run_dir, counters["step"], keep=cfg.checkpoint.keep, model_state=net.state_dict(),
-                            optimizer_state=None, counters=counters, rng_state=capture_rng_state(),
-                            config=config_to_dict(cfg), extra={"learner": learner.state_dict()})
+    def publish(version: int) -> None:
+        weights = session.weights()
+        for a in actors:
+            a.set_weights(weights, version)
 
-    last_log = last_ckpt = time.time()
-    steps_at_log = counters["step"]
-    stats: Dict[str, float] = {}
+    session = TrainingSession(cfg, ckpt, venvs[0].observation_shape, venvs[0].num_actions, publish=publish,
+                              time_limit_s=time_limit_s)
+    M, updates = session.M, session.learner.updates
+    actors += [Actor(copy.deepcopy(session.net).cpu(), v, M, seed=cfg.seed * 1000 + i + 7919 * updates)
+               for i, v in enumerate(venvs)]
+    publish(updates)
     status = "finished"
     try:
-        while counters["step"] < cfg.total_steps:
+        while not session.done():
             for i, actor in enumerate(actors):
                 try:
                     traj = actor.rollout()
                 except Exception as e:  # an env that raises is recreated; its partial trajectory dropped
-                    counters["env_failures"] += 1
-                    bar.write(f"env failure in actor {i} ({type(e).__name__}: {e}); recreating its envs")
-                    actor.venv.close()
-                    actor.venv = make_env(cfg, i + 100 * counters["env_failures"])
-                    actor.restart()
+                    session.env_failure(f"actor {i}", f"{type(e).__name__}: {e}")
+                    recreate_envs(cfg, actor, i, session.counters["env_failures"])
                     continue
-                counters["step"] += M * actor.B
-                reason = validate(traj, unroll_length=M, num_actions=num_actions, state_spec=state_spec,
-                                  obs_shape=obs_shape)
-                if reason is not None:
-                    counters["rejected_trajectories"] += 1
-                    bar.write(f"rejected a trajectory from actor {i}: {reason}")
-                    continue
-                episodes.add(traj)
-                for batch in batcher.add(traj):
-                    stats = learner.update(batch)
-                    weights = publish()
-                    for a in actors:
-                        a.set_weights(weights, learner.updates)
-            bar.update(counters["step"], episodes.recent())
-            now = time.time()
-            if now - last_log >= cfg.logger.log_interval_s or counters["step"] >= cfg.total_steps:
-                row = {**stats, **episodes.pop_metrics(), "updates": learner.updates,
-                       "steps_per_s": (counters["step"] - steps_at_log) / max(now - last_log, 1e-9),
-                       "rejected_trajectories": counters["rejected_trajectories"],
-                       "env_failures": counters["env_failures"]}
-                logger.log(counters["step"], row)
-                last_log, steps_at_log = now, counters["step"]
-            if now - last_ckpt >= cfg.checkpoint.interval_s:
-                checkpoint()
-                last_ckpt = now
+                if not session.add_trajectory(traj, M * actor.B, source=f"actor {i}"):
+                    actor.restart()  # a rejected trajectory: new episodes, fresh core state
+            session.tick()
+        if session.counters["step"] < cfg.total_steps:
+            status = "stopped: time limit"
     except NonFiniteLossError:
         status = "stopped: non-finite loss"
+        raise
+    except RunAborted:
+        status = "stopped: rollouts keep failing"
         raise
     except KeyboardInterrupt:
         status = "interrupted"
         raise
     finally:
-        checkpoint()
-        bar.close()
-        logger.close()
-        for a in actors:
-            a.close()
-        metrics_csv = os.path.join(run_dir, "metrics.csv")
-        if os.path.exists(metrics_csv):
-            try:
-                plot_learning_curve(metrics_csv, os.path.join(run_dir, "learning_curve.png"), smooth=0.6,
-                                    title=f"{cfg.name}: {cfg.env.id}, {cfg.model.core}/{cfg.model.learning}, M={M}")
-            except Exception as e:  # a plot must never lose a run
-                print(f"warning: could not plot the learning curve: {e}")
-    summary = {"run_dir": run_dir, "status": status, "step": counters["step"], "updates": learner.updates,
-               "episodes": episodes.count, "recent_return": episodes.recent()}
-    with open(os.path.join(run_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+        try:
+            summary = session.finish(status)
+        finally:
+            for a in actors:
+                a.close()
     return summary
 
 

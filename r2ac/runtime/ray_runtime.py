@@ -1,0 +1,431 @@
+"""The Ray runtime (``r2ac train ... runtime.kind=ray``): actor processes step envs, one learner process
+trains, Ray's object store moves trajectories and weights between them.
+
+Processes::
+
+    driver (r2ac train)  --ray.init-->  learner process (Ray actor: LearnerProcess; GPU / "learner" node)
+                                          |  owns N rollout workers, runs the whole training loop
+                                          v
+                         rollout worker 0..N-1 (Ray actors: RolloutWorker; envs + Actor, CPU inference)
+
+* The learner process hosts the loop that the local runtime runs in one process (``TrainingSession``
+  from ``r2ac.runtime.common``): validate, batch, update, log, checkpoint. It pulls trajectories as
+  ObjectRefs straight from the workers (one hop through the object store; the driver never touches
+  them) and runs where the learner should run: ``num_gpus=runtime.learner_gpus`` and the custom
+  resource ``learner`` when the cluster has it.
+* Back-pressure: each worker has exactly ``runtime.max_trajectories_in_flight`` (K) outstanding
+  ``rollout`` calls; the learner submits a new one only when it has consumed one, so at most K
+  unconsumed trajectories per worker exist whatever the speed of the learner.
+* Weight broadcast: after every applied update the learner makes one ``ray.put`` of its weights and
+  passes ``(version, [ref])`` with each new ``rollout`` call. The ref is wrapped in a list so Ray does
+  not fetch it eagerly: a worker fetches and loads the weights only when the version changed.
+* Faults: workers are restarted by Ray (``max_restarts=-1``) and the rollouts they had in flight are
+  counted as lost; an env that raises is recreated inside its worker and the partial trajectory dropped
+  and counted; malformed trajectories are rejected with a logged reason; non-finite updates are skipped
+  by the Learner and K in a row stop the run with its checkpoint kept; the learner process itself is
+  not restarted: its run directory holds the last checkpoint, ``r2ac train --resume RUN_DIR`` goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import threading
+import time
+import warnings
+from typing import Dict, List, Optional
+
+import numpy as np
+import ray
+import torch
+
+from r2ac.agent.actor import Actor
+from r2ac.agent.learner import NonFiniteLossError
+from r2ac.config import Config, ConfigError, config_from_dict, config_to_dict
+from r2ac.logger import progress
+from r2ac.runtime.common import (RunAborted, TrainingSession, build_net, make_env, recreate_envs, run_dir_of,
+                                 set_fast_math, start_run)
+
+# A worker that delivers nothing for this long after its process failed (Ray keeps restarting it), or
+# whose process is reported dead for good, is given up; when none is left the run stops.
+WORKER_GIVE_UP_S = 600.0
+
+
+def to_numpy(x):
+    """Tensors -> numpy arrays (nested dicts kept): Ray stores numpy arrays with one copy and reads them
+    back without any (measured: a 1.2 MB T-maze trajectory 0.14 ms to fetch instead of 1.3 ms)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    if isinstance(x, dict):
+        return {k: to_numpy(v) for k, v in x.items()}
+    return x
+
+
+def from_numpy(x, copy: bool = True):
+    """numpy arrays -> tensors. Arrays fetched from the object store are read-only views of shared
+    memory: ``copy=True`` gives the learner writable tensors of its own; ``copy=False`` is for data that
+    is only read (weights, copied into the network by ``load_state_dict``)."""
+    if isinstance(x, np.ndarray):
+        if copy:
+            return torch.from_numpy(np.array(x))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "non-writable NumPy array": only read here
+            return torch.from_numpy(x)
+    if isinstance(x, dict):
+        return {k: from_numpy(v, copy) for k, v in x.items()}
+    return x
+
+
+def _short(e: BaseException, n: int = 300) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:n]}{'...' if len(text) > n else ''}"
+
+
+class RolloutWorker:
+    """One actor process: a vector of ``env.num_envs`` envs and an ``Actor`` (CPU inference)."""
+
+    def __init__(self, cfg_dict: dict, index: int, seed: int):
+        cfg = config_from_dict(cfg_dict)
+        set_fast_math(cfg.runtime.torch_threads)
+        self.cfg, self.index = cfg, index
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
+        except Exception:  # not inside a Ray actor (tests use the class directly)
+            self.restarted = False
+        # a restarted process gets fresh env seeds and action samples instead of replaying the first ones
+        offset = 1 + os.getpid() % 9973 if self.restarted else 0
+        self.failures = 0
+        venv = make_env(cfg, index + 100_000 * offset)
+        net = build_net(cfg, venv.observation_shape, venv.num_actions)
+        self.actor = Actor(net, venv, cfg.learner.unroll_length, seed=seed + 7_000_003 * offset)
+        self.actor.version = -1  # load the learner's weights before the first trajectory
+        self.weight_loads = 0
+
+    def spec(self) -> Dict:
+        venv = self.actor.venv
+        return {"observation_shape": tuple(venv.observation_shape), "num_actions": int(venv.num_actions),
+                "num_envs": int(venv.num_envs), "pid": os.getpid()}
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def rollout(self, version: int, weights: List, restart: bool = False) -> tuple:
+        """One trajectory with the weights of ``version`` (``weights``: ``[ObjectRef]``, fetched only if the
+        version changed); ``restart``: start over first (new episodes, fresh core state), as the learner asks
+        after rejecting a trajectory of this worker. Returns ``(trajectory, info)``, or ``(None, info)``
+        after an env failure."""
+        if restart:
+            self.actor.restart()
+        if version != self.actor.version:
+            self.actor.set_weights(from_numpy(ray.get(weights[0]), copy=False), version)
+            self.weight_loads += 1
+        t0 = time.perf_counter()
+        try:
+            traj = self.actor.rollout()
+        except Exception as e:  # the env raised: recreate it here, drop the partial trajectory
+            self.failures += 1
+            recreate_envs(self.cfg, self.actor, self.index, self.failures)
+            return None, {"env_failure": _short(e), "steps": 0}
+        info = {"steps": self.actor.M * self.actor.B, "rollout_s": time.perf_counter() - t0,
+                "weight_loads": self.weight_loads}
+        return to_numpy(traj), info
+
+
+class LearnerProcess:
+    """The learner side (a Ray actor with two threads: ``run`` trains, ``status``/``stop`` answer the
+    driver meanwhile)."""
+
+    def __init__(self, cfg_dict: dict, resume: bool, worker_cls=None, time_limit_s: Optional[float] = None):
+        self.cfg = config_from_dict(cfg_dict)
+        self.resume = resume
+        self.worker_cls = worker_cls or RolloutWorker
+        self.time_limit_s = time_limit_s
+        self.session: Optional[TrainingSession] = None
+        self.stop_requested = False
+        self._status: Dict = {"phase": "starting", "step": 0, "updates": 0, "worker_pids": [], "pid": os.getpid()}
+        self._lock = threading.Lock()
+        self.wait_s = self.fetch_s = 0.0  # learner time blocked waiting for / deserialising trajectories
+
+    def status(self) -> Dict:
+        with self._lock:
+            return dict(self._status)
+
+    def stop(self) -> None:
+        """Finish the current update, checkpoint and return from ``run`` (Ctrl-C, SIGTERM)."""
+        self.stop_requested = True
+        if self.session is not None:
+            self.session.stop_requested = True
+
+    def _set_status(self, **kw) -> None:
+        with self._lock:
+            self._status.update(kw)
+
+    def run(self) -> Dict:
+        cfg = self.cfg
+        n, K = cfg.runtime.num_actors, cfg.runtime.max_trajectories_in_flight
+        ckpt = start_run(cfg, self.resume)
+        updates0 = int(ckpt["extra"]["learner"]["updates"]) if ckpt is not None else 0
+        cfg_dict = config_to_dict(cfg)
+        worker = ray.remote(self.worker_cls).options(num_cpus=1, max_restarts=-1, max_task_retries=0)
+        handles = [worker.remote(cfg_dict, i, cfg.seed * 1000 + i + 7919 * updates0) for i in range(n)]
+        try:
+            return self._train(ckpt, handles, K)
+        finally:
+            for h in handles:
+                ray.kill(h)
+
+    def _train(self, ckpt, handles, K: int) -> Dict:
+        cfg, n = self.cfg, len(handles)
+        try:
+            spec = ray.get(handles[0].spec.remote())
+            pids = ray.get([h.pid.remote() for h in handles])
+        except ray.exceptions.RayActorError as e:  # e.g. the env cannot be built there
+            raise RunAborted(f"the actor processes could not start:\n{e}") from None
+        weights = {"ref": None, "version": None}
+
+        def publish(version: int) -> None:  # one ray.put per update; workers fetch it on their next rollout
+            weights["ref"], weights["version"] = ray.put(to_numpy(session.weights())), version
+
+        session = self.session = TrainingSession(cfg, ckpt, spec["observation_shape"], spec["num_actions"],
+                                                 publish=publish, time_limit_s=self.time_limit_s,
+                                                 progress_bar=False)
+        session.stop_requested = self.stop_requested
+        publish(session.learner.updates)
+        pending: Dict = {}  # ObjectRef -> worker index
+        outage: List[Optional[float]] = [None] * n  # when the current outage of each worker began
+        died, alive = [0] * n, [True] * n
+        rollout_rates: List[float] = []
+
+        restart_next = [False] * n
+        per_actor = [0] * n  # trajectories received from each worker
+
+        def submit(i: int) -> None:
+            ref = handles[i].rollout.remote(weights["version"], [weights["ref"]], restart_next[i])
+            restart_next[i] = False
+            pending[ref] = i
+
+        for _ in range(K):
+            for i in range(n):
+                submit(i)
+        self._set_status(phase="training", worker_pids=pids, total_steps=cfg.total_steps)
+        status = "finished"
+        try:
+            while not session.done():
+                t0 = time.perf_counter()
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+                if ready:
+                    ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+                self.wait_s += time.perf_counter() - t0
+                for ref in ready:
+                    i = pending.pop(ref)
+                    try:
+                        t0 = time.perf_counter()
+                        traj, info = ray.get(ref)
+                        traj = from_numpy(traj)
+                        self.fetch_s += time.perf_counter() - t0
+                    except ray.exceptions.RayActorError as e:  # the worker process died: Ray restarts it
+                        first = outage[i] is None  # its other rollouts in flight fail too: one failure
+                        if first:
+                            outage[i], died[i] = time.time(), 0
+                        session.rollout_lost(f"actor {i}", _short(e), actor_failed=first)
+                        died[i] += isinstance(e, ray.exceptions.ActorDiedError)
+                        if e.actor_init_failed or died[i] >= 3 or time.time() - outage[i] > WORKER_GIVE_UP_S:
+                            if alive[i]:
+                                alive[i] = False
+                                session.event(f"giving up actor {i}: {_short(e)}")
+                            if not any(alive):
+                                raise RunAborted("no actor process is left; last error: " + _short(e))
+                        else:
+                            submit(i)
+                        continue
+                    except ray.exceptions.RayTaskError as e:  # raised outside the env guard (e.g. recreating it)
+                        submit(i)
+                        session.env_failure(f"actor {i}", _short(getattr(e, "cause", None) or e))
+                        continue
+                    outage[i] = None
+                    if traj is None:
+                        submit(i)
+                        session.env_failure(f"actor {i}", info["env_failure"])
+                        continue
+                    rollout_rates.append(info["steps"] / max(info["rollout_s"], 1e-9))
+                    per_actor[i] += 1
+                    if not session.add_trajectory(traj, info["steps"], source=f"actor {i}"):
+                        restart_next[i] = True
+                    del traj
+                    submit(i)  # after the update, so the new rollout carries the newest weights
+                session.tick(lambda: self._row_extra(session, pending, alive, rollout_rates))
+                self._set_status(step=session.counters["step"], updates=session.learner.updates,
+                                 recent_return=session.episodes.recent(),
+                                 actor_failures=session.counters["actor_failures"],
+                                 env_failures=session.counters["env_failures"],
+                                 rejected_trajectories=session.counters["rejected_trajectories"],
+                                 rollouts_in_flight=len(pending), max_in_flight_per_actor=_max_per_actor(pending, n),
+                                 trajectories_per_actor=list(per_actor))
+            if session.stop_requested:
+                status = "interrupted"
+            elif session.counters["step"] < cfg.total_steps:
+                status = "stopped: time limit"
+        except NonFiniteLossError:
+            status = "stopped: non-finite loss"
+            raise
+        except RunAborted:
+            status = "stopped: rollouts keep failing"
+            raise
+        finally:
+            summary = session.finish(status)
+            self._set_status(phase="done", step=session.counters["step"], updates=session.learner.updates)
+        return summary
+
+    def _row_extra(self, session: TrainingSession, pending: Dict, alive: List[bool], rollout_rates: List[float]) -> Dict:
+        dt = max(time.time() - session.last_log_time, 1e-9)
+        extra = {"actor_failures": session.counters["actor_failures"],
+                 "lost_rollouts": session.counters["lost_rollouts"],
+                 "rollouts_in_flight": len(pending), "actors_alive": sum(alive),
+                 "learner_wait_frac": self.wait_s / dt, "learner_fetch_frac": self.fetch_s / dt}
+        self.wait_s = self.fetch_s = 0.0
+        if rollout_rates:  # agent steps/s of one worker while it rolls out (envs + inference)
+            extra["actor_steps_per_s"] = sum(rollout_rates) / len(rollout_rates)
+            rollout_rates.clear()
+        return extra
+
+
+def _max_per_actor(pending: Dict, n: int) -> int:
+    counts = [0] * n
+    for i in pending.values():
+        counts[i] += 1
+    return max(counts) if counts else 0
+
+
+# ---------------------------------------------------------------------- the driver side
+
+
+def resolve_address(address: Optional[str], cfg: Config) -> Optional[str]:
+    """The cluster to join: ``--address`` first, then ``RAY_ADDRESS``, then ``runtime.address``; ``None``
+    means start a local instance. (``auto`` is passed on to Ray, which itself prefers ``RAY_ADDRESS``.)"""
+    for a in (address, os.environ.get("RAY_ADDRESS"), cfg.runtime.address):
+        if a and a.strip():
+            return a.strip()
+    return None
+
+
+def init_kwargs(cfg: Config, address: Optional[str], include_dashboard: Optional[bool] = None) -> Dict:
+    """Arguments of ``ray.init``. A local instance is sized to the machine, but with at least one CPU slot
+    per actor plus one for the learner (logical slots: processes share the cores). Token authentication
+    stays as Ray sets it (on by default for a local instance); the dashboard binds to
+    ``runtime.dashboard_host`` (127.0.0.1 unless configured)."""
+    if address:
+        return {"address": address, "log_to_driver": True}
+    return {"num_cpus": max(os.cpu_count() or 1, cfg.runtime.num_actors + 1),
+            "include_dashboard": include_dashboard,
+            "dashboard_host": cfg.runtime.dashboard_host, "log_to_driver": True}
+
+
+def learner_options(cfg: Config) -> Dict:
+    """Where the learner process goes: ``num_gpus=runtime.learner_gpus`` and the custom resource
+    ``learner`` when the cluster offers it (see docker/docker-compose.yml and deploy/cluster.yaml)."""
+    opts: Dict = {"num_cpus": 1, "max_concurrency": 2, "max_restarts": 0}
+    if cfg.runtime.learner_gpus > 0:
+        opts["num_gpus"] = cfg.runtime.learner_gpus
+    if ray.cluster_resources().get("learner", 0) >= 1:
+        opts["resources"] = {"learner": 1}
+    return opts
+
+
+def _check(cfg: Config) -> None:
+    if cfg.device == "cuda" and cfg.runtime.learner_gpus <= 0:
+        raise ConfigError("device=cuda with runtime.kind=ray needs runtime.learner_gpus > 0 (the learner "
+                          "process sees only the GPUs Ray gives it)")
+
+
+class RayRun:
+    """A training run on the connected Ray cluster: starts the learner process and its workers.
+    ``status()`` while it runs, ``wait()`` for its summary, ``stop()`` to end it early with a checkpoint."""
+
+    def __init__(self, cfg: Config, resume: bool = False, worker_cls=None, time_limit_s: Optional[float] = None):
+        _check(cfg)
+        # the learner may run in another working directory (or on another node): pass an absolute run_dir
+        self.cfg = dataclasses.replace(cfg, run_dir=os.path.abspath(run_dir_of(cfg)))
+        self.learner = ray.remote(LearnerProcess).options(**learner_options(self.cfg)).remote(
+            config_to_dict(self.cfg), resume, worker_cls, time_limit_s)
+        self.result = self.learner.run.remote()
+
+    def status(self, timeout: float = 30.0) -> Dict:
+        return ray.get(self.learner.status.remote(), timeout=timeout)
+
+    def stop(self) -> None:
+        self.learner.stop.remote()
+
+    def wait(self, timeout: Optional[float] = None, show_progress: bool = False) -> Dict:
+        bar = progress(self.cfg.total_steps, enabled=show_progress and self.cfg.logger.progress_bar)
+        deadline = None if timeout is None else time.time() + timeout
+        try:
+            while True:
+                ready, _ = ray.wait([self.result], timeout=1.0)
+                if ready:
+                    break
+                if deadline is not None and time.time() > deadline:
+                    raise TimeoutError(f"the run did not finish within {timeout} s")
+                if bar.enabled:
+                    try:
+                        st = self.status(timeout=5.0)
+                        bar.update(st.get("step", 0), st.get("recent_return"))
+                    except Exception:  # the bar is cosmetic
+                        pass
+            try:
+                return ray.get(self.result)
+            except ray.exceptions.RayTaskError as e:  # the learner raised: re-raise the original error
+                cause = getattr(e, "cause", None)
+                if isinstance(cause, BaseException):
+                    raise cause from None
+                raise
+            except ray.exceptions.RayActorError as e:
+                run_dir = self.cfg.run_dir
+                raise RunAborted(f"the learner process died ({_short(e)}); {run_dir} keeps its last checkpoint: "
+                                 f"continue with `r2ac train --resume {run_dir}`") from None
+        finally:
+            bar.close()
+
+    def close(self) -> None:
+        try:
+            ray.kill(self.learner)
+        except Exception:
+            pass
+
+
+def train(cfg: Config, resume: bool = False, address: Optional[str] = None, *,
+          include_dashboard: Optional[bool] = None, worker_cls=None, time_limit_s: Optional[float] = None) -> Dict:
+    """Train on Ray: join the cluster at ``address`` / ``RAY_ADDRESS`` / ``runtime.address``, or start a local
+    instance (and stop it at the end). If this process is already connected to Ray, that connection is used.
+    Returns the run's summary (as ``r2ac.runtime.local.train``)."""
+    _check(cfg)
+    owns = False
+    if not ray.is_initialized():
+        ray.init(**init_kwargs(cfg, resolve_address(address, cfg), include_dashboard))
+        owns = True
+    previous = None
+    try:
+        run = RayRun(cfg, resume, worker_cls=worker_cls, time_limit_s=time_limit_s)
+        if threading.current_thread() is threading.main_thread():
+            def on_term(signum, frame):  # `ray job stop`, docker stop: stop cleanly with a checkpoint
+                raise KeyboardInterrupt
+            previous = signal.signal(signal.SIGTERM, on_term)
+        try:
+            return run.wait(show_progress=True)
+        except KeyboardInterrupt:
+            print("stopping: the learner finishes its update and writes a checkpoint ...", flush=True)
+            run.stop()
+            try:
+                run.wait(timeout=120)
+            except KeyboardInterrupt:
+                pass
+            raise
+        finally:
+            run.close()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if owns:
+            ray.shutdown()

@@ -1,0 +1,194 @@
+"""The Ray runtime on a real local Ray instance: training end to end, resume, back-pressure, versioned
+weight broadcast, metrics, and how the driver finds (or starts) its cluster.
+
+One Ray instance serves this module and tests/test_runtime_faults.py (the session fixture ``ray_local``);
+it offers the custom resource ``learner`` like the compose and cluster configs, so the learner process
+is placed with it for real.
+"""
+
+import csv
+import os
+
+import pytest
+import torch
+
+ray = pytest.importorskip("ray")
+
+from r2ac.config import config_to_dict, load_config  # noqa: E402
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A local Ray instance for the whole session; its workers can import modules of tests/ (test envs).
+    Yields the GCS address (for drivers in subprocesses)."""
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = TESTS_DIR + (os.pathsep + old if old else "")  # inherited by raylet -> workers
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=4, resources={"learner": 1}, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        if started:
+            ray.shutdown()
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def tiny_cfg(tmp_path, *extra):
+    """A few-second run: T-maze, 4 envs per actor, M=5, batches of 8 columns, a 8-unit eLSTM (RTRL)."""
+    return load_config("configs/quickstart.yaml", [
+        "runtime.kind=ray", f"run_dir={tmp_path}", "total_steps=2000", "env.num_envs=4",
+        "env.options={corridor_length: 4}", "learner.unroll_length=5", "learner.batch_size=8",
+        "model.hidden_size=8", "model.stem_fc=8", "logger.log_interval_s=0.05", "logger.tensorboard=false",
+        "logger.progress_bar=false", "checkpoint.interval_s=0.5", "runtime.num_actors=2",
+        "runtime.max_trajectories_in_flight=2", *extra])
+
+
+def read_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_train_on_ray_end_to_end_then_resume(ray_local, tmp_path):
+    from r2ac.checkpoint import load_latest_checkpoint
+    from r2ac.runtime.ray_runtime import RayRun, train
+
+    cfg = tiny_cfg(tmp_path, "logger.wandb=true", "logger.wandb_mode=offline")  # W&B runs in the learner process
+    run = RayRun(cfg)
+    seen = []
+    while not ray.wait([run.result], timeout=0.2)[0]:
+        seen.append(run.status())
+    s = run.wait(timeout=120)
+    run.close()
+    assert s["status"] == "finished" and s["step"] >= 2000 and s["updates"] > 0
+    assert s["rejected_trajectories"] == s["env_failures"] == s["actor_failures"] == 0
+    # back-pressure: never more than K unconsumed rollouts per actor
+    training = [st for st in seen if st.get("phase") == "training"]
+    assert training and all(st["max_in_flight_per_actor"] <= 2 and st["rollouts_in_flight"] <= 4 for st in training)
+    assert all(n > 0 for n in training[-1]["trajectories_per_actor"])  # both actors delivered
+    for f in ("config.yaml", "metrics.csv", "learning_curve.png", "summary.json"):
+        assert (tmp_path / f).exists(), f
+    rows = read_rows(tmp_path / "metrics.csv")
+    for key in ("steps_per_s", "env_frames_per_s", "learner_steps_per_s", "learner_updates_per_s", "policy_lag_mean",
+                "policy_lag_max", "bytes_per_trajectory", "unroll_length", "rtrl", "episode_return",
+                "rollouts_in_flight", "actor_steps_per_s", "total_loss"):
+        assert key in rows[0], key
+    lag = [(float(r["policy_lag_mean"]), float(r["policy_lag_max"])) for r in rows if r["policy_lag_mean"]]
+    assert lag and all(0 <= m <= x for m, x in lag)
+    assert all(float(r["rollouts_in_flight"]) <= 4 for r in rows)
+    assert {r["unroll_length"] for r in rows} == {"5.0"} and {r["rtrl"] for r in rows} == {"1.0"}
+    # bytes of one trajectory: 6 frames x 4 envs of uint8 obs and the step data, plus the RTRL state
+    per_traj = float(rows[-1]["bytes_per_trajectory"])
+    assert 6 * 4 * 3 * 3 * 6 < per_traj < 200_000
+    # W&B (offline) got the learning mode and M as tags, and the system metrics
+    wandb_file = next((tmp_path / "wandb").glob("offline-run-*/run-*.wandb")).read_bytes()
+    assert b"learning:rtrl" in wandb_file and b"M:5" in wandb_file and b"env_frames_per_s" in wandb_file
+    ck = load_latest_checkpoint(str(tmp_path))
+    updates = ck["extra"]["learner"]["updates"]
+    assert updates == s["updates"] and ck["counters"]["step"] == s["step"]
+
+    # resume on the same cluster (train() reuses this process's connection and leaves it open)
+    s2 = train(tiny_cfg(tmp_path, "total_steps=3000"), resume=True)
+    assert ray.is_initialized()
+    ck2 = load_latest_checkpoint(str(tmp_path))
+    assert s2["step"] >= 3000 and ck2["extra"]["learner"]["updates"] > updates
+    steps1 = ck["extra"]["learner"]["optimizer"]["state"][0]["step"]
+    steps2 = ck2["extra"]["learner"]["optimizer"]["state"][0]["step"]
+    assert float(steps2) == float(steps1) + (ck2["extra"]["learner"]["updates"] - updates)
+    steps = [int(r["step"]) for r in read_rows(tmp_path / "metrics.csv")]
+    assert steps == sorted(steps) and len(set(steps)) == len(steps)
+
+
+def test_worker_loads_weights_only_when_the_version_changes(ray_local, tmp_path):
+    from r2ac.runtime.common import build_net
+    from r2ac.runtime.ray_runtime import RolloutWorker
+
+    cfg = tiny_cfg(tmp_path)
+    w = RolloutWorker(config_to_dict(cfg), 0, seed=0)
+    spec = w.spec()
+    net = build_net(cfg, spec["observation_shape"], spec["num_actions"])
+    v3 = ray.put({k: v.detach() for k, v in net.state_dict().items()})
+    traj, info = w.rollout(3, [v3])
+    assert info["weight_loads"] == 1 and traj["version"].tolist() == [3] * 4
+    assert all(torch.equal(a, b) for a, b in zip(w.actor.net.state_dict().values(), net.state_dict().values()))
+    traj, info = w.rollout(3, [v3])
+    assert info["weight_loads"] == 1  # same version: nothing fetched
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(1.0)
+    v4 = ray.put({k: v.detach() for k, v in net.state_dict().items()})
+    traj, info = w.rollout(4, [v4], restart=True)
+    assert info["weight_loads"] == 2 and traj["version"].tolist() == [4] * 4
+    assert traj["done"][0].all()  # restart: every env starts a new episode
+    assert all(torch.equal(a, b) for a, b in zip(w.actor.net.state_dict().values(), net.state_dict().values()))
+    w.actor.close()
+
+
+def test_address_resolution_and_local_instance_settings(monkeypatch, tmp_path):
+    from r2ac.runtime.ray_runtime import init_kwargs, resolve_address
+
+    cfg = tiny_cfg(tmp_path)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert resolve_address(None, cfg) is None
+    kw = init_kwargs(cfg, None)
+    assert kw["dashboard_host"] == "127.0.0.1"  # the dashboard binds to localhost unless configured
+    assert kw["num_cpus"] >= cfg.runtime.num_actors + 1 and "address" not in kw
+    assert not any("auth" in k.lower() for k in kw)  # token authentication stays as Ray sets it
+    assert init_kwargs(tiny_cfg(tmp_path, "runtime.dashboard_host=0.0.0.0"), None)["dashboard_host"] == "0.0.0.0"
+    cfg_addr = tiny_cfg(tmp_path, "runtime.address=10.0.0.1:6379")
+    assert resolve_address(None, cfg_addr) == "10.0.0.1:6379"
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.2:6379")
+    assert resolve_address(None, cfg_addr) == "10.0.0.2:6379"
+    assert resolve_address("auto", cfg_addr) == "auto"
+    assert init_kwargs(cfg, "auto") == {"address": "auto", "log_to_driver": True}
+
+
+def test_learner_placement_options(ray_local, tmp_path):
+    from r2ac.runtime.ray_runtime import learner_options
+
+    opts = learner_options(tiny_cfg(tmp_path))
+    assert opts["resources"] == {"learner": 1} and "num_gpus" not in opts  # this cluster offers "learner"
+    assert learner_options(tiny_cfg(tmp_path, "runtime.learner_gpus=1"))["num_gpus"] == 1
+
+
+def test_cli_dispatches_runtime_kind_ray_with_address(monkeypatch, tmp_path, capsys):
+    import importlib.util
+
+    import r2ac.runtime.ray_runtime as rr
+    from r2ac.cli import main
+
+    spec = importlib.util.spec_from_file_location("job_entry_for_ray_test",
+                                                  os.path.join(TESTS_DIR, "..", "deploy", "job_entry.py"))
+    job_entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job_entry)
+    build_argv = job_entry.build_argv
+
+    calls = []
+    monkeypatch.setattr(rr, "train", lambda cfg, resume, address: calls.append((cfg, resume, address)) or {"ok": 1})
+    assert main(["train", "configs/quickstart.yaml", "runtime.kind=ray", f"run_dir={tmp_path}",
+                 "--address", "10.1.2.3:6379"]) == 0
+    cfg, resume, address = calls[-1]
+    assert cfg.runtime.kind == "ray" and not resume and address == "10.1.2.3:6379"
+    # what deploy/job_entry.py runs on a cluster
+    assert main(build_argv(["configs/quickstart.yaml", f"run_dir={tmp_path}"])) == 0
+    assert calls[-1][0].runtime.kind == "ray" and calls[-1][2] == "auto"
+    assert main(["train", "configs/quickstart.yaml", "runtime.kind=ray", f"run_dir={tmp_path}"]) == 0
+    assert calls[-1][2] is None  # no flag: RAY_ADDRESS, runtime.address, else a local instance
+    capsys.readouterr()
+
+
+def test_bench_system_smoke(ray_local, tmp_path, capsys):
+    from r2ac.bench.system import main
+
+    assert main(["--envs", "tmaze", "--seconds", "2", "--actors", "1", "--out", str(tmp_path)]) == 0
+    rows = read_rows(tmp_path / "system.csv")
+    assert [r["mode"] for r in rows] == ["raw", "actor", "local", "ray-1"]
+    assert all(float(r["steps_per_s"]) > 0 for r in rows) and rows[0]["pct_of_raw"] == "100.0"
+    assert float(rows[-1]["bytes_per_trajectory"]) > 0 and rows[-1]["policy_lag_mean"] != ""
+    assert (tmp_path / "system.png").stat().st_size > 0
+    assert "ray-1" in capsys.readouterr().out
