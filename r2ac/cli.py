@@ -4,6 +4,8 @@
     r2ac train --resume RUN_DIR [key=value]  continue a run from its newest checkpoint
     r2ac eval RUN_DIR|CHECKPOINT             k sets of n test episodes (mean of set means, std)
     r2ac train CONFIG runtime.kind=ray [--address ADDR]   on Ray: a local instance, or join a cluster
+    r2ac pretrain CONFIG                     TBPTT training, then export the stem (stem.safetensors)
+    r2ac pipeline CONFIG                     pretrain the stem, then train with it frozen
     r2ac bench core|envs|system [...]        benchmarks: print a table, write CSV (+ PNG)
 """
 
@@ -29,28 +31,33 @@ def _train(args) -> int:
         cfg = apply_overrides(load_config(cfg_path), overrides + [f"run_dir={args.resume}"])
     else:
         if not args.config:
-            raise SystemExit("r2ac train: give a config file (e.g. configs/quickstart.yaml) or --resume RUN_DIR")
+            raise SystemExit(f"r2ac {args.command}: give a config file (e.g. configs/quickstart.yaml)"
+                             + (" or --resume RUN_DIR" if args.command != "pipeline" else ""))
         cfg = load_config(args.config, args.overrides)
+    if cfg.runtime.kind == "local" and args.address:
+        print(f"r2ac {args.command}: note: --address {args.address} is ignored with runtime.kind=local",
+              file=sys.stderr)
+    from r2ac.runtime import pipeline as stages
+
     try:
-        if cfg.runtime.kind == "ray":
-            from r2ac.runtime.ray_runtime import train as ray_train
-
-            summary = ray_train(cfg, resume=bool(args.resume), address=args.address)
+        if args.command == "pipeline":
+            summary = stages.pipeline(cfg, address=args.address)
+        elif args.command == "pretrain":
+            summary = stages.pretrain(cfg, resume=bool(args.resume), address=args.address)
         else:
-            if args.address:
-                print(f"r2ac train: note: --address {args.address} is ignored with runtime.kind=local",
-                      file=sys.stderr)
-            from r2ac.runtime.local import train
-
-            summary = train(cfg, resume=bool(args.resume))
+            summary = stages.run_training(cfg, resume=bool(args.resume), address=args.address)
     except (NonFiniteLossError, RunAborted) as e:
         run_dir = run_dir_of(cfg)
-        print(f"r2ac train: stopped: {e}\nThe last checkpoint is in {run_dir}/checkpoints; after fixing the "
-              f"cause continue with `r2ac train --resume {run_dir}`.", file=sys.stderr)
+        again = "run the same `r2ac pipeline` command again" if args.command == "pipeline" else \
+            f"continue with `r2ac {args.command} --resume {run_dir}`"
+        print(f"r2ac {args.command}: stopped: {e}\nThe last checkpoint is kept; after fixing the cause {again}.",
+              file=sys.stderr)
         return 3
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM with runtime.kind=ray): a checkpoint was written
         run_dir = run_dir_of(cfg)
-        print(f"r2ac train: interrupted; continue with `r2ac train --resume {run_dir}`", file=sys.stderr)
+        again = "run the same `r2ac pipeline` command again" if args.command == "pipeline" else \
+            f"continue with `r2ac {args.command} --resume {run_dir}`"
+        print(f"r2ac {args.command}: interrupted; {again}", file=sys.stderr)
         return 130
     print(json.dumps(summary, indent=2))
     return 0
@@ -80,13 +87,17 @@ def _bench(args, rest: List[str]) -> int:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="r2ac", description="Recurrent RL with exact real-time recurrent learning")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("train", help="train an agent from a YAML config")
-    p.add_argument("config", nargs="?", help="YAML config, e.g. configs/quickstart.yaml")
-    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. learner.unroll_length=50")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
-    p.add_argument("--address", metavar="ADDR", default=None,
-                   help="runtime.kind=ray: join the Ray cluster at ADDR (host:port or 'auto'); default: "
-                        "$RAY_ADDRESS, then runtime.address, else start a local Ray instance")
+    for cmd, text in (("train", "train an agent from a YAML config"),
+                      ("pretrain", "train with TBPTT and export the vision stem to <run_dir>/stem.safetensors"),
+                      ("pipeline", "TBPTT stem pretraining, then training with the stem frozen (seed 000 Sec. 4)")):
+        p = sub.add_parser(cmd, help=text)
+        p.add_argument("config", nargs="?", help="YAML config, e.g. configs/quickstart.yaml")
+        p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. learner.unroll_length=50")
+        if cmd != "pipeline":  # a pipeline continues by running the same command again
+            p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
+        p.add_argument("--address", metavar="ADDR", default=None,
+                       help="runtime.kind=ray: join the Ray cluster at ADDR (host:port or 'auto'); default: "
+                            "$RAY_ADDRESS, then runtime.address, else start a local Ray instance")
     p = sub.add_parser("eval", help="evaluate a trained agent")
     p.add_argument("path", help="run directory or checkpoint file")
     p.add_argument("--sets", type=int, default=None, help="number of test sets (default: eval.sets of the run)")
@@ -102,10 +113,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _bench(args, rest)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        if args.command == "train":
+        if args.command in ("train", "pretrain", "pipeline"):
+            args.resume = getattr(args, "resume", None)
             # a lone "key=value" in the config slot is an override, not a file
             if args.config and "=" in args.config and not os.path.exists(args.config) and not args.resume:
-                raise SystemExit(f"r2ac train: {args.config!r} looks like an override; give the config file first")
+                raise SystemExit(f"r2ac {args.command}: {args.config!r} looks like an override; give the config "
+                                 "file first")
             return _train(args)
         return _eval(args)
     except (ConfigError, FileNotFoundError, FileExistsError) as e:

@@ -21,6 +21,7 @@ import torch
 
 from r2ac.agent.learner import Learner
 from r2ac.agent.nets import AgentNet
+from r2ac.agent.stem_io import StemFileError, load_pretrained_stem
 from r2ac.agent.trajectory import Batcher, nbytes, validate
 from r2ac.checkpoint import capture_rng_state, load_latest_checkpoint, restore_rng_state, save_run_checkpoint
 from r2ac.config import Config, ConfigError, config_to_dict, save_config
@@ -67,10 +68,20 @@ def make_env(cfg: Config, index: int):
     return make_vec_env(cfg.env.id, cfg.env.num_envs, cfg.seed * 1000 + index, **dict(cfg.env.options))
 
 
-def build_net(cfg: Config, observation_shape, num_actions) -> AgentNet:
-    if cfg.stem.path:
-        raise ConfigError("stem.path: loading a pretrained stem is not available in this version yet")
-    return AgentNet.from_config(cfg.model, observation_shape, num_actions, reward_clip=cfg.learner.reward_clip)
+def build_net(cfg: Config, observation_shape, num_actions, load_stem: bool = True) -> AgentNet:
+    """The agent network of a config. With ``stem.path`` the pretrained stem is loaded (after checking that
+    it fits the observation shape and architecture); with ``stem.freeze`` it is frozen and kept out of the
+    optimizer. Actors and evaluation pass ``load_stem=False``: their weights (stem included) come from the
+    learner or the checkpoint, so the stem file need not exist on their machines."""
+    net = AgentNet.from_config(cfg.model, observation_shape, num_actions, reward_clip=cfg.learner.reward_clip)
+    if cfg.stem.path and load_stem:
+        try:
+            load_pretrained_stem(net.stem, cfg.stem.path)
+        except StemFileError as e:
+            raise ConfigError(str(e)) from e
+    if cfg.stem.freeze:
+        net.freeze_stem()
+    return net
 
 
 def frames_per_step(cfg: Config) -> int:

@@ -36,7 +36,8 @@ def train(cfg: Config, resume: bool = False, time_limit_s: Optional[float] = Non
     session = TrainingSession(cfg, ckpt, venvs[0].observation_shape, venvs[0].num_actions, publish=publish,
                               time_limit_s=time_limit_s)
     M, updates = session.M, session.learner.updates
-    actors += [Actor(copy.deepcopy(session.net).cpu(), v, M, seed=cfg.seed * 1000 + i + 7919 * updates)
+    actors += [Actor(copy.deepcopy(session.net).cpu(), v, M, seed=cfg.seed * 1000 + i + 7919 * updates,
+                     ship_features=session.net.stem_frozen)  # a frozen stem runs on the actors
                for i, v in enumerate(venvs)]
     publish(updates)
     status = "finished"
@@ -97,7 +98,7 @@ def evaluate(path: str, sets: Optional[int] = None, episodes: Optional[int] = No
     if sets < 1 or episodes < 1:
         raise ValueError(f"need at least one set of one episode, got sets={sets}, episodes={episodes}")
     venv = make_vec_env(cfg.env.id, num_envs or cfg.env.num_envs, seed, **dict(cfg.env.options))
-    net = build_net(cfg, venv.observation_shape, venv.num_actions)
+    net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
     net.load_state_dict(ckpt["model"])
     actor = Actor(net, venv, 1, seed=seed)
     returns: List[float] = []
