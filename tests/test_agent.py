@@ -225,3 +225,26 @@ def test_cli_errors_are_clear(tmp_path, capsys):
     assert "learner.unrol_length" in err and "unroll_length" in err
     assert main(["eval", str(tmp_path / "nothing")]) == 2
     assert "no such run directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("core", sorted(__import__("r2ac.cores", fromlist=["CORES"]).CORES))
+def test_every_core_drives_the_agent(core):
+    """Any core from make_core is usable as the R2AC core: actor rollouts (with RTRL state where the core
+    has it), trajectory validation and a finite learner update."""
+    from r2ac.cores import CORES
+
+    learning = "rtrl" if CORES[core].supports_rtrl else "tbptt"
+    torch.manual_seed(0)
+    venv = make_vec_env("tmaze", 2, 0, corridor_length=3)
+    opts = {"columns_per_stage": 2} if core == "ccn" else {}
+    net = AgentNet(venv.observation_shape, venv.num_actions, stem="mlp", stem_channels=[], stem_fc=8, core=core,
+                   hidden_size=4, learning=learning, core_options=opts)
+    actor = Actor(copy.deepcopy(net), venv, M, seed=0)
+    learner = Learner(net, _learner_cfg(batch_size=2), 10**6)
+    for _ in range(2):
+        traj = actor.rollout()
+        assert validate(traj, unroll_length=M, num_actions=venv.num_actions, state_spec=net.core.state_spec(),
+                        obs_shape=venv.observation_shape) is None
+        stats = learner.update(traj)
+        actor.set_weights(net.state_dict(), learner.updates)
+    assert learner.updates == 2 and math.isfinite(stats["total_loss"]) and math.isfinite(stats["grad_norm"])
