@@ -160,7 +160,30 @@ def bench_env_system(env: str, out: str, seconds: float, actors: Sequence[int], 
                 learner_updates_per_s=r["learner_updates_per_s"],
                 note=f"actor {r['actor_steps_per_s']:.0f} steps/s while rolling out"
                 if r.get("actor_steps_per_s") else "")
+    if "ray-frozen" in modes:
+        # the same Ray run with the stem loaded from a file and frozen: actors run the stem and ship
+        # features; the learner skips it (issue: frozen-stem pipeline). A freshly initialised stem is
+        # exported for this: throughput does not depend on what the stem learned.
+        stem_file = export_fresh_stem(base, os.path.join(out, env.replace(":", "_") + "-stem.safetensors"))
+        n = actors[0]
+        r = run_rate(make_config(env, out, f"ray-{n}-frozen", n, [f"stem.path={stem_file}", "stem.freeze=true"]),
+                     seconds)
+        add(f"ray-{n}-frozen", n, r["steps_per_s"], raw, policy_lag_mean=r["policy_lag_mean"],
+            policy_lag_max=r["policy_lag_max"], bytes_per_trajectory=r["bytes_per_trajectory"],
+            learner_updates_per_s=r["learner_updates_per_s"], note="frozen stem: actors ship features")
     return rows
+
+
+def export_fresh_stem(cfg, path: str) -> str:
+    from r2ac.agent.stem_io import export_stem
+    from r2ac.envs import make_vec_env
+    from r2ac.runtime.common import build_net
+
+    venv = make_vec_env(cfg.env.id, 1, 0, **dict(cfg.env.options))
+    net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
+    venv.close()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return export_stem(net.stem, path, env_id=cfg.env.id, steps=0, note="freshly initialised, for benchmarks")
 
 
 def plot(rows: List[Dict], path: str) -> None:
@@ -195,14 +218,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--seconds", type=float, default=30.0, help="length of each measured training run")
     p.add_argument("--actors", type=int, nargs="+", default=[1, 2], help="Ray actor processes to try")
     p.add_argument("--modes", nargs="+", default=["raw", "actor", "local", "ray"],
-                   choices=["raw", "actor", "local", "ray"])
+                   choices=["raw", "actor", "local", "ray", "ray-frozen"],
+                   help="ray-frozen: the Ray run with a frozen stem (actors ship features), for the first --actors")
     p.add_argument("--out", default="bench_out", help="folder for system.csv, system.png and the runs")
     a = p.parse_args(argv)
     print(f"r2ac bench system: {a.seconds:g} s per run; {machine_description()}; "
           f"load average {os.getloadavg()[0]:.2f}")
     print(format_table([], COLUMNS))
     started = False
-    if "ray" in a.modes:
+    if "ray" in a.modes or "ray-frozen" in a.modes:
         import ray
 
         if not ray.is_initialized():

@@ -74,7 +74,7 @@ def main(argv=None) -> int:
             ax.plot(*zip(*pts), color="C0" if learning == "rtrl" else "C1", alpha=0.8,
                     label=learning if seed == a.seeds[0] else None)
     ax.set_xlabel("agent steps (stage 2)"), ax.set_ylabel("episode return (goals found)")
-    ax.set_title("watermaze, frozen TBPTT-pretrained stem"), ax.legend(), ax.grid(alpha=0.3)
+    ax.set_title(f"{cfg.env.id}, frozen TBPTT-pretrained stem"), ax.legend(), ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(os.path.join(a.out, "learning_curves.png"), dpi=110)
     return 0
