@@ -21,12 +21,13 @@ from __future__ import annotations
 import os
 import random
 import re
-import tempfile
 import warnings
 from typing import Any, Iterable
 
 import numpy as np
 import torch
+
+from r2ac.fileio import atomic_write, fsync_dir
 
 __all__ = [
     "CheckpointError",
@@ -86,36 +87,12 @@ def _sanitize(x: Any, where: str) -> Any:
 
 
 def _fsync_dir(d: str) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    fsync_dir(d)
 
 
 def _atomic_write(path: str, write: Any) -> None:
     """Write via ``write(fileobj)`` into a temp file in the same directory, fsync, rename."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX + os.path.basename(path) + ".", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(d)
+    atomic_write(path, write, tmp_prefix=_TMP_PREFIX)
 
 
 def save_checkpoint(

@@ -20,12 +20,13 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import yaml
+
+from r2ac.fileio import atomic_write_text
 
 __all__ = [
     "ConfigError",
@@ -652,21 +653,7 @@ def load_config(path: str | os.PathLike | None, overrides: typing.Iterable[str] 
 
 
 def _atomic_write_text(path: str, text: str) -> None:
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write_text(path, text)
 
 
 def save_config(cfg: Config, path: str | os.PathLike) -> None:

@@ -22,10 +22,11 @@ import os
 import secrets
 import string
 import sys
-import tempfile
 import time
 import warnings
 from typing import Any, Iterable, Mapping
+
+from r2ac.fileio import atomic_write, atomic_write_text
 
 __all__ = ["RunLogger", "Progress", "progress", "plot_learning_curve", "resolve_wandb_mode",
            "read_metrics"]
@@ -38,21 +39,7 @@ def _warn(msg: str) -> None:
 
 
 def _atomic_write_text(path: str, text: str) -> None:
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write_text(path, text)
 
 
 def _section_get(section: Any, key: str, default: Any) -> Any:
@@ -523,19 +510,5 @@ def plot_learning_curve(
     fig.tight_layout()
 
     out_png = os.fspath(out_png)
-    d = os.path.dirname(os.path.abspath(out_png))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(out_png)}.", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format="png")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, out_png)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(out_png, lambda fh: fig.savefig(fh, format="png"))
     return out_png

@@ -13,9 +13,10 @@ from typing import Dict, Tuple
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from r2ac.agent.stems import stem_metadata
+from r2ac.fileio import atomic_write
 
 ARCH_KEYS = ("kind", "observation_shape", "channels", "fc")
 
@@ -30,11 +31,10 @@ def export_stem(stem: torch.nn.Module, path: str, **provenance) -> str:
     meta.update({k: json.dumps(v) for k, v in provenance.items()})
     meta["format"] = json.dumps("r2ac-stem-v1")
     tensors = {k: v.detach().cpu().contiguous() for k, v in stem.state_dict().items()}
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    save_file(tensors, tmp, metadata=meta)
-    os.replace(tmp, path)
-    return path
+    from safetensors.torch import save
+
+    blob = save(tensors, metadata=meta)
+    return atomic_write(path, lambda fh: fh.write(blob))
 
 
 def read_stem_file(path: str) -> Tuple[Dict[str, torch.Tensor], Dict]:

@@ -11,6 +11,8 @@ from typing import Callable, Dict, List, Sequence
 
 import torch
 
+from r2ac.fileio import atomic_write
+
 
 def machine_description() -> str:
     cpu = platform.processor() or platform.machine()
@@ -62,10 +64,9 @@ def format_table(rows: Sequence[Dict], columns: Sequence[str]) -> str:
 
 
 def write_csv(path: str, rows: List[Dict], columns: Sequence[str]) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="") as f:
+    def write(f):
         w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    os.replace(tmp, path)
+
+    atomic_write(path, write, text=True)
