@@ -7,15 +7,12 @@ import torch
 import r2ac.cores as cores
 from r2ac.cores.columnar import CCN, Columnar, Constructive
 
+from coretools import rel_err as _rel_err, segment_grads as _segment_grads
+
 T, B, D, N = 200, 3, 5, 4
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def _data(seed=0, T=T, B=B, D=D, N=N, p_reset=0.03):
@@ -38,20 +35,8 @@ def _restore(core, bufs):
             v.copy_(bufs[k])
 
 
-def _segment_grads(core, x, reset, w, seg, state=None):
-    """Gradients of the whole sequence's loss, learned segment by segment (buffers restored afterwards)."""
-    bufs = _buffers(core)
-    core.zero_grad(set_to_none=True)
-    state = core.initial_state(x.shape[1]) if state is None else state
-    for s in range(0, x.shape[0], seg):
-        y, state = core(x[s:s + seg], state, reset[s:s + seg])
-        (y * w[s:s + seg]).sum().backward()
-    _restore(core, bufs)
-    return {n: p.grad.clone() for n, p in core.named_parameters() if p.grad is not None}
 
 
-def _rel_err(a, b):
-    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item()
 
 
 def _columnar(learning="rtrl", seed=0, **kw):

@@ -7,15 +7,12 @@ import torch
 import r2ac.cores as cores
 from r2ac.cores.fwp import FastWeights
 
+from coretools import rel_err as _rel_err, segment_grads as _segment_grads
+
 T, B, D, N, NK = 200, 3, 5, 4, 3
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def _data(seed=0, T=T, B=B, D=D, N=N, p_reset=0.03):
@@ -28,17 +25,8 @@ def _data(seed=0, T=T, B=B, D=D, N=N, p_reset=0.03):
     return x, reset, w
 
 
-def _segment_grads(core, x, reset, w, seg):
-    core.zero_grad()
-    state = core.initial_state(x.shape[1])
-    for s in range(0, x.shape[0], seg):
-        y, state = core(x[s:s + seg], state, reset[s:s + seg])
-        (y * w[s:s + seg]).sum().backward()
-    return {n: p.grad.clone() for n, p in core.named_parameters()}
 
 
-def _rel_err(a, b):
-    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item()
 
 
 def _fwp(learning="rtrl", seed=0, **kw):

@@ -13,16 +13,13 @@ import torch.nn.functional as Fn
 import r2ac.cores as cores
 from r2ac.cores.lru import LRU
 
+from coretools import rel_err as _rel_err, segment_grads as _segment_grads
+
 T, B, H, N = 200, 3, 5, 4  # H = input features (and output features), N = complex units per layer
 RECURRENT = ("nu_log", "theta_log", "gamma_log", "B_re", "B_im")
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def _data(seed=0, T=T, B=B, p_reset=0.03):
@@ -40,17 +37,8 @@ def _lru(learning, seed=0, **kw):
     return LRU(H, N, learning=learning, **kw)
 
 
-def _segment_grads(core, x, reset, w, seg):
-    core.zero_grad()
-    state = core.initial_state(x.shape[1])
-    for s in range(0, x.shape[0], seg):
-        y, state = core(x[s:s + seg], state, reset[s:s + seg])
-        (y * w[s:s + seg]).sum().backward()
-    return {n: p.grad.clone() for n, p in core.named_parameters()}
 
 
-def _rel_err(a, b):
-    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item()
 
 
 def _cos(a, b):
