@@ -16,14 +16,6 @@ from r2ac.tasks import copy_b1, copy_patterns, trace_conditioning
 torch.set_num_threads(1)
 
 
-@pytest.fixture
-def float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
-
-
 def _rel(a, b):
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))
 
@@ -205,11 +197,11 @@ def test_bench_tasks_smoke(tmp_path, capsys):
 
     assert main(["copy", "--quick", "--out", str(tmp_path)]) == 0
     rows = list(csv.DictReader(open(tmp_path / "tasks_copy.csv")))
-    assert [r["mode"] for r in rows] == ["rtrl-online", "tbptt", "bptt"]
+    assert [r["mode"] for r in rows] == ["rtrl-online", "rtrl-segment", "tbptt", "bptt"]
     assert main(["trace", "--quick", "--task", "patterning", "--cores", "columnar", "lstm", "no-such-core",
                  "--out", str(tmp_path)]) == 0
     rows = list(csv.DictReader(open(tmp_path / "tasks_trace.csv")))
-    assert [r["core"] for r in rows] == ["columnar", "lstm"]
+    assert [r["core"] for r in rows] == ["oracle", "columnar", "lstm"]
     assert all(float(r["msre"]) >= 0 for r in rows)
     assert (tmp_path / "tasks_trace.png").stat().st_size > 1000
     assert "no-such-core' is not registered" in capsys.readouterr().out

@@ -1,0 +1,20 @@
+"""Data generators for the online-learning benchmarks (numpy, seeded, nothing downloaded).
+
+- ``copy_b1``, ``copy_patterns``: the copy tasks of seeds 000 (App. B.1) and 002 (Sec. 4.1);
+- ``listops_batch``, ``generate_expression``, ``evaluate``: ListOps (LRA grammar), generated locally;
+- ``trace_conditioning``, ``trace_patterning``: prediction streams (x(t), cumulant(t)) of seeds 001/003,
+  with ``discounted_return`` for the true return.
+
+Supervised tasks return a time-major ``SequenceBatch`` (see ``r2ac.tasks.sequence``).
+"""
+
+from r2ac.tasks.copy import copy_b1, copy_patterns
+from r2ac.tasks.listops import TOKENS, VOCAB, evaluate, generate_expression, listops_batch
+from r2ac.tasks.sequence import SequenceBatch
+from r2ac.tasks.trace import (TraceStream, discounted_return, oracle_predictions, trace_conditioning,
+                              trace_patterning)
+
+__all__ = [
+    "SequenceBatch", "copy_b1", "copy_patterns", "listops_batch", "generate_expression", "evaluate", "TOKENS",
+    "VOCAB", "TraceStream", "discounted_return", "oracle_predictions", "trace_conditioning", "trace_patterning",
+]
