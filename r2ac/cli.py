@@ -105,7 +105,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--sets", type=int, default=None, help="number of test sets (default: eval.sets of the run)")
     p.add_argument("--episodes", type=int, default=None, help="episodes per set (default: eval.episodes)")
     p.add_argument("--num-envs", type=int, default=None)
-    p = sub.add_parser("bench", help="benchmarks (print a table, write CSV and PNG)")
+    # no -h of its own: `r2ac bench core -h` shows the benchmark's options
+    p = sub.add_parser("bench", help="benchmarks (print a table, write CSV and PNG)", add_help=False)
     p.add_argument("what", choices=["core", "envs", "system", "tasks"])
     args, rest = parser.parse_known_args(argv)
     from r2ac.config import ConfigError
