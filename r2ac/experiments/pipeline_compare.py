@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     lines = [f"{cfg.env.id} {dict(cfg.env.options)}: stem pretrained with TBPTT (M = {stage1.learner.unroll_length}, "
              f"{stage1.total_steps} steps), then frozen; stage 2: {stage2.total_steps} steps, "
              f"M = {stage2.learner.unroll_length}; eval {cfg.eval.sets} x {cfg.eval.episodes} episodes", "",
-             "| stage 2 learning | return per seed (goals per episode) | mean |", "| --- | --- | --- |"]
+             "| stage 2 learning | return per seed | mean |", "| --- | --- | --- |"]
     for learning in ("rtrl", "tbptt"):
         v = [r["return"] for r in rows if r["learning"] == learning]
         lines.append(f"| {learning} | {', '.join(f'{x:.2f}' for x in v)} | {np.mean(v):.2f} |")
