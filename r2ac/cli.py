@@ -124,7 +124,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                                  "file first")
             return _train(args)
         return _eval(args)
-    except (ConfigError, FileNotFoundError, FileExistsError) as e:
+    except (ConfigError, FileNotFoundError, FileExistsError, ValueError) as e:
+        # bad input (config keys and values, env ids and options, files): a message, not a traceback
         print(f"r2ac {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -139,6 +139,17 @@ class PPOConfig:
     grad_norm_clip: float = _f(0.5, "global gradient-norm clip (0 = off)", ge=0.0)
     refresh_traces: bool = _f(False, "recompute RTRL traces with the current weights every epoch")
     adam_eps: float = _f(1e-5, "Adam epsilon", gt=0.0)
+    sequence_length: int = _f(0, "minibatch chunk length (0 = auto: 1 with RTRL, learner.unroll_length with TBPTT)",
+                              ge=0)
+    trace_memory_budget_mb: float = _f(2048.0, "refuse to start if one rollout's stored traces exceed this",
+                                       gt=0.0)
+    normalize_observations: Literal["auto", "on", "off"] = _f("auto", "running obs normalisation ('auto': "
+                                                                       "on for continuous actions)")
+    normalize_rewards: Literal["auto", "on", "off"] = _f("auto", "reward scaling by the return's running std "
+                                                                  "('auto': on for continuous actions)")
+    normalize_advantages: bool = _f(True, "normalise advantages per minibatch")
+    value_cost: float = _f(0.5, "weight of the value loss", ge=0.0)
+    log_std_init: float = _f(0.0, "initial log-std of the Gaussian policy (continuous actions)")
 
 
 @dataclass

@@ -4,7 +4,6 @@ optional refresh, GAE with time-limit bootstrapping, the memory guard and the ru
 import copy
 import json
 import math
-import os
 
 import numpy as np
 import pytest
@@ -314,3 +313,13 @@ def test_train_ppo_continuous_tbptt_refresh(tmp_path):
     assert s["ppo_options"]["normalize_observations"] and s["episodes"] > 0
     s = train_ppo(_cfg(tmp_path, "ppo.refresh_traces=true", f"run_dir={tmp_path / 'run2'}", **pendulum))
     assert s["status"] == "finished" and math.isfinite(s["recent_return"])
+
+
+def test_compare_equalises_recurrent_parameters():
+    from r2ac.experiments.ppo_compare import equal_hidden_sizes
+
+    sizes = equal_hidden_sizes(6000, 64)
+    assert sizes["rtu-rtrl"] == (46, 130 * 46)                       # 2n + 2nd
+    h = sizes["gru-tbptt"][0]
+    assert sizes["gru-tbptt"][1] == 3 * h * (64 + h) + 6 * h
+    assert all(abs(n - 6000) / 6000 < 0.05 for _, n in sizes.values())

@@ -8,6 +8,11 @@ Env ids::
     dmlab:<level>                    DeepMind Lab (Docker image only), e.g. dmlab:rooms_watermaze
     gym:<id> | gym:<module>:<Id>     any Gymnasium env with discrete actions, e.g. gym:CartPole-v1
     <module>:<Id>                    same as gym:<module>:<Id>
+    gymc:<id>                        any Gymnasium env, Box (continuous) actions too (PPO agent)
+    mujoco:<Env-vN>                  Gymnasium MuJoCo, e.g. mujoco:HalfCheetah-v5
+    mujoco-p:<Env-vN> / mujoco-v:..  MuJoCo-P (velocities hidden) / MuJoCo-V (positions hidden)
+    popgym:<Name>                    a POPGym memory task, e.g. popgym:RepeatPreviousEasy
+    (the last four kinds: r2ac.envs.continuous, seed 001's PPO agent)
 
 Every env follows the contract of ``r2ac.envs.base.VecEnv`` (same-step autoreset; ``info`` carries
 ``episode_return`` / ``episode_length`` where ``done``). Options and defaults: ``env_options(env_id)``
@@ -25,6 +30,7 @@ import numpy as np
 
 from r2ac.envs.atari import AtariVecEnv
 from r2ac.envs.base import EpisodeTracker, VecEnv
+from r2ac.envs.continuous import BoxGymVecEnv, MujocoPVecEnv, MujocoVecEnv, MujocoVVecEnv, PopGymVecEnv
 from r2ac.envs.dmlab import DMLabVecEnv
 from r2ac.envs.gym_env import GymVecEnv
 from r2ac.envs.memory import TMazeEnv, TMazeVecEnv, WatermazeEnv, WatermazeVecEnv
@@ -32,6 +38,7 @@ from r2ac.envs.procgen_env import ProcgenVecEnv
 
 __all__ = [
     "ENV_KINDS",
+    "POMDP_KINDS",
     "EpisodeTracker",
     "TMazeEnv",
     "VecEnv",
@@ -50,13 +57,26 @@ ENV_KINDS: dict[str, type[VecEnv]] = {
     "dmlab": DMLabVecEnv,
     "gym": GymVecEnv,
 }
+# Kinds of seed 001's PPO agent (continuous actions, masked MuJoCo, POPGym); kept apart from ENV_KINDS,
+# the discrete-action kinds every agent runs on. All take free-form options (passed to the env).
+POMDP_KINDS: dict[str, type[VecEnv]] = {
+    "gymc": BoxGymVecEnv,
+    "mujoco": MujocoVecEnv,
+    "mujoco-p": MujocoPVecEnv,
+    "mujoco-v": MujocoVVecEnv,
+    "popgym": PopGymVecEnv,
+}
+_ALL_KINDS: dict[str, type[VecEnv]] = {**ENV_KINDS, **POMDP_KINDS}
 _MEMORY_KINDS = ("tmaze", "watermaze")
-_PREFIX_KINDS = ("atari", "procgen", "dmlab", "gym")
+_PREFIX_KINDS = ("atari", "procgen", "dmlab", "gym") + tuple(POMDP_KINDS)
+_FREE_OPTION_KINDS = ("gym",) + tuple(POMDP_KINDS)
 
 _ALLOWED_IDS = (
     "'tmaze', 'watermaze', 'atari:<Game>' (e.g. atari:Breakout), 'procgen:<game>' (e.g. procgen:chaser), "
     "'dmlab:<level>' (e.g. dmlab:rooms_watermaze), 'gym:<gymnasium id>' (e.g. gym:CartPole-v1), "
-    "'gym:<module>:<Id>' or '<module>:<Id>'"
+    "'gym:<module>:<Id>' or '<module>:<Id>'; with continuous actions (PPO): 'gymc:<id>', "
+    "'mujoco:<Env-vN>', 'mujoco-p:<Env-vN>' (e.g. mujoco-p:HalfCheetah-v5), 'mujoco-v:<Env-vN>', "
+    "'popgym:<Name>' (e.g. popgym:RepeatPreviousEasy)"
 )
 
 
@@ -84,10 +104,11 @@ def parse_env_id(env_id: str) -> tuple[str, str | None]:
 def env_options(env_id_or_kind: str) -> dict[str, Any]:
     """The options (keyword arguments) an env kind accepts, with their defaults.
 
-    gym envs take whatever keyword arguments ``gymnasium.make`` passes to the env: ``{}`` here.
+    gym envs (and the kinds of ``POMDP_KINDS``) take whatever keyword arguments ``gymnasium.make`` (or
+    the POPGym task) passes to the env: ``{}`` here.
     """
-    kind = env_id_or_kind if env_id_or_kind in ENV_KINDS else parse_env_id(env_id_or_kind)[0]
-    params = inspect.signature(ENV_KINDS[kind].__init__).parameters.values()
+    kind = env_id_or_kind if env_id_or_kind in _ALL_KINDS else parse_env_id(env_id_or_kind)[0]
+    params = inspect.signature(_ALL_KINDS[kind].__init__).parameters.values()
     return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
 
@@ -102,8 +123,8 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, **options: Any) -> VecEn
         raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise ValueError(f"seed must be an integer, got {seed!r}")
-    cls = ENV_KINDS[kind]
-    if kind != "gym":
+    cls = _ALL_KINDS[kind]
+    if kind not in _FREE_OPTION_KINDS:
         allowed = env_options(kind)
         unknown = sorted(set(options) - set(allowed))
         if unknown:

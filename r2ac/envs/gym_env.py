@@ -9,7 +9,11 @@ Options are passed to ``gymnasium.make`` (or to the class) as keyword arguments.
 Observations: ``Box`` uint8 images ``(H, W, C)`` with C in {1, 3, 4} become ``(C, H, W)``, ``(H, W)``
 becomes ``(1, H, W)``, images already ``(C, H, W)`` stay as they are; every other space is
 flattened (``gymnasium.spaces.flatten``: a Box to its values, a Discrete to a one-hot, Dict/Tuple
-concatenated) into a float32 vector ``(D,)``. Actions must be ``Discrete`` (any ``start``).
+concatenated) into a float32 vector ``(D,)``. Actions must be ``Discrete`` (any ``start``) or
+``MultiDiscrete`` (one discrete action over the product of its choices, row-major). Subclasses in
+``r2ac.envs.continuous`` (ids ``gymc:``, ``mujoco-p:``, ``mujoco-v:``, ``popgym:``) also take ``Box`` actions
+(set ``box_actions = True``), keep only some observation entries (``_observation_indices``) and report
+``info["final_observation"]`` (the last observation of an episode that ended; see ``final_observations``).
 Env b is seeded with ``seed + b`` at the first reset; later resets continue its own generator.
 """
 
@@ -67,10 +71,15 @@ def _observation_converter(space: gymnasium.Space) -> tuple[tuple[int, ...], typ
 class GymVecEnv(VecEnv):
     """``gym:<id>``: a list of gymnasium envs stepped in order, with same-step autoreset."""
 
+    #: accept ``Box`` action spaces (continuous actions, see ``r2ac.envs.continuous``)
+    box_actions = False
+    #: add ``info["final_observation"]`` ([B, *obs], zeros where not done) for time-limit bootstrapping
+    final_observations = False
+
     def __init__(self, env_id: str, num_envs: int, seed: int, **options: Any) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
-        factory = resolve_gym_factory(env_id)
+        factory = self._factory(env_id)
         self.env_id = env_id
         self.num_envs = int(num_envs)
         self.envs: list[gymnasium.Env] = []
@@ -80,19 +89,80 @@ class GymVecEnv(VecEnv):
         except TypeError as exc:
             self.close()
             raise ValueError(f"gym env {env_id!r} rejected options {sorted(options)}: {exc}") from exc
-        action_space = self.envs[0].action_space
-        if not isinstance(action_space, gymnasium.spaces.Discrete):
+        try:
+            self._setup_actions(self.envs[0].action_space)
+            shape, self.observation_dtype, convert = _observation_converter(self.envs[0].observation_space)
+            index = self._observation_indices(self.envs[0], shape)
+        except ValueError:
             self.close()
-            raise ValueError(f"gym env {env_id!r} has action space {action_space}: r2ac supports "
-                             "discrete (gymnasium.spaces.Discrete) action spaces only")
-        self.num_actions = int(action_space.n)
-        self._action_start = int(action_space.start)
-        self.observation_shape, self.observation_dtype, self._convert = \
-            _observation_converter(self.envs[0].observation_space)
+            raise
+        if index is None:
+            self.observation_shape, self._convert = shape, convert
+        else:
+            index = np.asarray(index, dtype=np.int64)
+            self.observation_shape = (len(index),)
+            self._convert = lambda o, _c=convert, _i=index: _c(o)[_i]
         self.seed = int(seed)
         self.tracker = EpisodeTracker(self.num_envs)
         self._seeded = False
         self._needs_reset = True
+
+    # -- hooks for subclasses ----------------------------------------------------------------------
+    def _factory(self, env_id: str) -> Callable[..., gymnasium.Env]:
+        return resolve_gym_factory(env_id)
+
+    def _observation_indices(self, env: gymnasium.Env, shape: tuple[int, ...]):
+        """Entries of the flattened observation to keep (None: all)."""
+        return None
+
+    def _setup_actions(self, space: gymnasium.Space) -> None:
+        self.action_kind = "discrete"
+        self._action_nvec = None
+        if isinstance(space, gymnasium.spaces.Discrete):
+            self.num_actions = int(space.n)
+            self._action_start = int(space.start)
+        elif isinstance(space, gymnasium.spaces.MultiDiscrete) and space.nvec.ndim == 1:
+            self.num_actions = int(np.prod(space.nvec))
+            self._action_nvec = tuple(int(n) for n in space.nvec)
+            self._action_start = space.start if hasattr(space, "start") else np.zeros(len(space.nvec), np.int64)
+        elif isinstance(space, gymnasium.spaces.Box) and self.box_actions:
+            if len(space.shape) != 1 or not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
+                raise ValueError(f"gym env {self.env_id!r} has action space {space}: Box actions must be a "
+                                 "vector with finite bounds")
+            self.action_kind = "continuous"
+            self.num_actions = 0
+            self.action_dim = int(space.shape[0])
+            self._action_low = space.low.astype(np.float64)
+            self._action_high = space.high.astype(np.float64)
+            self._action_dtype = space.dtype
+            return
+        else:
+            hint = ("; for Box (continuous) actions use the PPO agent with 'gymc:<id>'"
+                    if isinstance(space, gymnasium.spaces.Box) else "")
+            raise ValueError(f"gym env {self.env_id!r} has action space {space}: r2ac supports "
+                             f"discrete (gymnasium.spaces.Discrete) action spaces only{hint}")
+        self.action_dim = 1
+
+    def _env_action(self, actions: np.ndarray, b: int) -> Any:
+        """Env b's action from row b of the (checked) batch of actions."""
+        if self.action_kind == "continuous":
+            return actions[b]
+        if self._action_nvec is not None:
+            return np.asarray(np.unravel_index(int(actions[b]), self._action_nvec), dtype=np.int64) \
+                + self._action_start
+        return int(actions[b]) + self._action_start
+
+    def _check_actions(self, actions: Any) -> np.ndarray:
+        if self.action_kind != "continuous":
+            return check_actions(actions, self.num_envs, self.num_actions)
+        a = np.asarray(actions, dtype=np.float64)
+        if a.shape != (self.num_envs, self.action_dim):
+            raise ValueError(f"continuous actions must have shape ({self.num_envs}, {self.action_dim}), "
+                             f"got {a.shape}")
+        # the agent acts in [-1, 1] per dimension: clip, then map affinely onto [low, high]
+        a = np.clip(a, -1.0, 1.0)
+        a = self._action_low + (a + 1.0) * 0.5 * (self._action_high - self._action_low)
+        return a.astype(self._action_dtype)
 
     def _obs_buffer(self) -> np.ndarray:
         return np.empty((self.num_envs, *self.observation_shape), dtype=self.observation_dtype)
@@ -110,20 +180,25 @@ class GymVecEnv(VecEnv):
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         if self._needs_reset:
             raise RuntimeError("call reset() before step()")
-        actions = check_actions(actions, self.num_envs, self.num_actions)
+        actions = self._check_actions(actions)
         obs = self._obs_buffer()
+        final = np.zeros_like(obs) if self.final_observations else None
         reward = np.zeros(self.num_envs, dtype=np.float32)
         terminated = np.zeros(self.num_envs, dtype=bool)
         truncated = np.zeros(self.num_envs, dtype=bool)
         for b, env in enumerate(self.envs):
-            o, r, term, trunc, _ = env.step(int(actions[b]) + self._action_start)
+            o, r, term, trunc, _ = env.step(self._env_action(actions, b))
             reward[b], terminated[b], truncated[b] = r, term, trunc
             if term or trunc:
+                if final is not None:
+                    final[b] = self._convert(o)
                 o, _ = env.reset()
             obs[b] = self._convert(o)
         done = terminated | truncated
         info = self.tracker.update(reward, done)
         info["truncated"] = truncated & ~terminated
+        if final is not None:
+            info["final_observation"] = final
         return obs, reward, done, info
 
     def close(self) -> None:

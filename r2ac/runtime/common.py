@@ -73,6 +73,9 @@ def build_net(cfg: Config, observation_shape, num_actions, load_stem: bool = Tru
     it fits the observation shape and architecture); with ``stem.freeze`` it is frozen and kept out of the
     optimizer. Actors and evaluation pass ``load_stem=False``: their weights (stem included) come from the
     learner or the checkpoint, so the stem file need not exist on their machines."""
+    if not num_actions or int(num_actions) < 1:
+        raise ConfigError(f"env {cfg.env.id!r} has continuous actions, but algo=impala (V-trace with a categorical "
+                          "policy) needs discrete ones; use algo=ppo for continuous control")
     net = AgentNet.from_config(cfg.model, observation_shape, num_actions, reward_clip=cfg.learner.reward_clip)
     if cfg.stem.path and load_stem:
         try:

@@ -14,7 +14,7 @@ import torch
 from r2ac.agent.actor import Actor
 from r2ac.agent.learner import NonFiniteLossError
 from r2ac.checkpoint import load_checkpoint, load_latest_checkpoint
-from r2ac.config import Config, config_from_dict
+from r2ac.config import ConfigError, Config, config_from_dict
 from r2ac.envs import make_vec_env
 from r2ac.runtime.common import (RecentEpisodes, RunAborted, TrainingSession, build_net, make_env,  # noqa: F401
                                  recreate_envs, resolve_device, run_dir_of, set_fast_math, start_run)
@@ -92,6 +92,9 @@ def evaluate(path: str, sets: Optional[int] = None, episodes: Optional[int] = No
     """k sets of n test episodes with the trained (stochastic) policy, as in the paper: returns the mean
     of the set means and the std over sets, and writes ``eval.json`` next to the run."""
     cfg, ckpt = load_for_eval(path)
+    if cfg.algo != "impala":
+        raise ConfigError(f"r2ac eval evaluates IMPALA runs; {path} is an algo={cfg.algo} run (its metrics.csv "
+                          "holds the training returns)")
     set_fast_math(cfg.runtime.torch_threads)
     sets = cfg.eval.sets if sets is None else sets
     episodes = cfg.eval.episodes if episodes is None else episodes

@@ -20,7 +20,14 @@ STEM_FILE = "stem.safetensors"
 
 
 def run_training(cfg: Config, resume: bool = False, address: Optional[str] = None) -> Dict:
-    """Train with the runtime the config names (``runtime.kind``)."""
+    """Train with the algorithm (``algo``) and runtime (``runtime.kind``) the config names."""
+    if cfg.algo == "ppo":
+        if cfg.runtime.kind == "ray":
+            raise ConfigError("algo=ppo runs in one process: use runtime.kind=local (PPO's rollouts and epochs "
+                              "are synchronous; the Ray runtime serves IMPALA)")
+        from r2ac.agent.ppo_runner import train_ppo
+
+        return train_ppo(cfg, resume=resume)
     if cfg.runtime.kind == "ray":
         from r2ac.runtime.ray_runtime import train as ray_train
 
