@@ -18,19 +18,20 @@ import numpy as np
 
 from r2ac.config import load_config
 from r2ac.envs import make_vec_env
+from r2ac.evaluation import EpisodeQuota
 from r2ac.runtime.local import evaluate, train
 
 
-def random_policy_returns(env_id: str, options: dict, episodes: int, num_envs: int = 8, seed: int = 999):
+def random_policy_returns(env_id: str, options: dict, episodes: int, num_envs: int = 16, seed: int = 999):
     venv = make_vec_env(env_id, num_envs, seed, **options)
     rng = np.random.default_rng(seed)
     venv.reset()
-    returns = []
-    while len(returns) < episodes:
+    quota = EpisodeQuota(num_envs, episodes)  # the same protocol as `r2ac eval`
+    while not quota.full():
         _, _, done, info = venv.step(rng.integers(0, venv.num_actions, size=num_envs))
-        returns += [float(r) for r in info["episode_return"][done]]
+        quota.add(done, info["episode_return"])
     venv.close()
-    return returns[:episodes]
+    return quota.returns()
 
 
 def main(argv=None) -> int:

@@ -64,7 +64,9 @@ def main(argv=None) -> int:
     p.add_argument("--override", nargs="*", default=[], help="extra key=value overrides for every run")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    jobs = [(m, s) for m in args.methods for s in args.seeds]
+    # runs that finished before (summary.json written) are not trained again: rerunning re-evaluates them
+    jobs = [(m, s) for m in args.methods for s in args.seeds
+            if not os.path.exists(os.path.join(run_dir(args.out, m, s), "summary.json"))]
     running, t0 = [], time.time()
     while jobs or running:
         while jobs and len(running) < args.jobs:

@@ -15,6 +15,7 @@ from r2ac.agent.actor import Actor
 from r2ac.agent.learner import NonFiniteLossError
 from r2ac.checkpoint import load_checkpoint, load_latest_checkpoint
 from r2ac.config import ConfigError, Config, config_from_dict
+from r2ac.evaluation import EpisodeQuota
 from r2ac.envs import make_vec_env
 from r2ac.runtime.common import (RecentEpisodes, RunAborted, TrainingSession, build_net, make_env,  # noqa: F401
                                  recreate_envs, resolve_device, run_dir_of, set_fast_math, start_run)
@@ -104,12 +105,12 @@ def evaluate(path: str, sets: Optional[int] = None, episodes: Optional[int] = No
     net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
     net.load_state_dict(ckpt["model"])
     actor = Actor(net, venv, 1, seed=seed)
-    returns: List[float] = []
-    need = sets * episodes
-    while len(returns) < need:
+    quota = EpisodeQuota(venv.num_envs, sets * episodes)  # each env's first episodes: no short-episode bias
+    while not quota.full():
         traj = actor.rollout()
         r = traj["episode_return"][1:]
-        returns += r[~torch.isnan(r)].tolist()
+        quota.add((~torch.isnan(r[0])).numpy(), r[0].numpy())
+    returns = quota.returns()
     actor.close()
     set_means = [float(np.mean(returns[i * episodes:(i + 1) * episodes])) for i in range(sets)]
     result = {"checkpoint": ckpt.get("path", path), "step": int(ckpt["counters"].get("step", 0)), "sets": sets,
