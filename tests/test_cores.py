@@ -289,3 +289,19 @@ def test_make_core_errors():
         make_core("elstm", D, N, forget_bias=1.0)
     with pytest.raises(ValueError, match="learning must be"):
         make_core("elstm", D, N, learning="bptt")
+
+
+@pytest.mark.parametrize("name", rtrl_cores(exact_only=True))
+def test_every_exact_rtrl_core_equals_full_bptt(name):
+    """A guard over the registry: any core registered with exact RTRL must match full-sequence BPTT
+    when the sequence is processed in segments of 1 and 7 with resets (defaults of every option)."""
+    torch.manual_seed(0)
+    core = make_core(name, D, N, learning="rtrl").eval()  # eval: no constructive-stage side effects
+    x, reset, w = _data(seed=5, T=60)
+    w = torch.randn(60, B, core.output_size, generator=torch.Generator().manual_seed(6))
+    full = _segment_grads(core, x, reset, w, 60)
+    assert full, name
+    for seg in (1, 7):
+        got = _segment_grads(core, x, reset, w, seg)
+        for pname in full:
+            assert _rel_err(got[pname], full[pname]) < 1e-9, (name, seg, pname)
