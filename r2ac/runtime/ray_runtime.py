@@ -211,7 +211,8 @@ class LearnerProcess:
         for _ in range(K):
             for i in range(n):
                 submit(i)
-        self._set_status(phase="training", worker_pids=pids, total_steps=cfg.total_steps)
+        self._set_status(phase="training", worker_pids=pids, total_steps=cfg.total_steps, rollouts_in_flight=0,
+                         max_in_flight_per_actor=0)
         status = "finished"
         try:
             while not session.done():
@@ -354,7 +355,12 @@ class RayRun:
         self.result = self.learner.run.remote()
 
     def status(self, timeout: float = 30.0) -> Dict:
-        return ray.get(self.learner.status.remote(), timeout=timeout)
+        """The learner's status; ``{"phase": "unresponsive"}`` if it does not answer within ``timeout``
+        (e.g. its process is still starting on a loaded machine)."""
+        try:
+            return ray.get(self.learner.status.remote(), timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            return {"phase": "unresponsive", "step": 0, "updates": 0}
 
     def stop(self) -> None:
         self.learner.stop.remote()
