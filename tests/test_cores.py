@@ -8,7 +8,7 @@ import torch
 
 from r2ac.cores import CORES, make_core, rtrl_cores
 
-from coretools import rel_err as _rel_err, segment_grads as _segment_grads
+from coretools import rel_err as _rel_err, segment_grads as _segment_grads, sequence
 
 T, B, D, N = 200, 3, 5, 4
 
@@ -17,13 +17,7 @@ pytestmark = pytest.mark.usefixtures("float64")
 
 
 def _data(seed=0, T=T, B=B, D=D, N=N, p_reset=0.03):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(T, B, D, generator=g)
-    reset = torch.rand(T, B, generator=g) < p_reset
-    reset[0] = True
-    reset[min(60, T - 1) if T > 1 else 0, 1 % B] = True  # a reset inside a segment
-    w = torch.randn(T, B, N, generator=g)  # the loss: sum_t <w(t), y(t)>
-    return x, reset, w
+    return sequence(seed, T, B, D, N, p_reset)
 
 
 

@@ -7,7 +7,7 @@ import torch
 import r2ac.cores as cores
 from r2ac.cores.fwp import FastWeights
 
-from coretools import rel_err as _rel_err, segment_grads as _segment_grads
+from coretools import rel_err as _rel_err, segment_grads as _segment_grads, sequence
 
 T, B, D, N, NK = 200, 3, 5, 4, 3
 
@@ -16,13 +16,7 @@ pytestmark = pytest.mark.usefixtures("float64")
 
 
 def _data(seed=0, T=T, B=B, D=D, N=N, p_reset=0.03):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(T, B, D, generator=g)
-    reset = torch.rand(T, B, generator=g) < p_reset
-    reset[0] = True
-    reset[min(60, T - 1), 1 % B] = True
-    w = torch.randn(T, B, N, generator=g)
-    return x, reset, w
+    return sequence(seed, T, B, D, N, p_reset)
 
 
 

@@ -13,7 +13,7 @@ import torch.nn.functional as Fn
 import r2ac.cores as cores
 from r2ac.cores.lru import LRU
 
-from coretools import rel_err as _rel_err, segment_grads as _segment_grads
+from coretools import rel_err as _rel_err, segment_grads as _segment_grads, sequence
 
 T, B, H, N = 200, 3, 5, 4  # H = input features (and output features), N = complex units per layer
 RECURRENT = ("nu_log", "theta_log", "gamma_log", "B_re", "B_im")
@@ -23,13 +23,7 @@ pytestmark = pytest.mark.usefixtures("float64")
 
 
 def _data(seed=0, T=T, B=B, p_reset=0.03):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(T, B, H, generator=g)
-    reset = torch.rand(T, B, generator=g) < p_reset
-    reset[0] = True
-    reset[min(60, T - 1), 1 % B] = True  # a reset inside a segment
-    w = torch.randn(T, B, H, generator=g)  # the loss: sum_t <w(t), y(t)>
-    return x, reset, w
+    return sequence(seed, T, B, H, H, p_reset)
 
 
 def _lru(learning, seed=0, **kw):

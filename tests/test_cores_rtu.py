@@ -11,7 +11,7 @@ import torch
 import r2ac.cores as cores
 from r2ac.cores.rtu import RTU
 
-from coretools import rel_err as _rel_err, segment_grads as _segment_grads
+from coretools import rel_err as _rel_err, segment_grads as _segment_grads, sequence
 
 T, B, D, N = 200, 3, 5, 4
 VARIANTS = ["linear", "nonlinear"]
@@ -21,13 +21,7 @@ pytestmark = pytest.mark.usefixtures("float64")
 
 
 def _data(seed=0, T=T, B=B, p_reset=0.03):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(T, B, D, generator=g)
-    reset = torch.rand(T, B, generator=g) < p_reset
-    reset[0] = True
-    reset[min(60, T - 1), 1 % B] = True  # a reset inside a segment
-    w = torch.randn(T, B, 2 * N, generator=g)  # the loss: sum_t <w(t), y(t)>
-    return x, reset, w
+    return sequence(seed, T, B, D, 2 * N, p_reset)
 
 
 def _rtu(learning, variant="linear", seed=0, **kw):
