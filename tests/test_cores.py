@@ -29,14 +29,6 @@ def _elstm(learning, seed=0, **kw):
     return make_core("elstm", D, N, learning=learning, forget_bias_init=kw.pop("forget_bias_init", 2.0), **kw)
 
 
-@pytest.mark.parametrize("seg", [1, 7, 50])
-def test_elstm_rtrl_segments_equal_full_bptt(seg):
-    x, reset, w = _data()
-    core = _elstm("rtrl")
-    full = _segment_grads(core, x, reset, w, T)  # one segment of 200 = full-sequence BPTT
-    got = _segment_grads(core, x, reset, w, seg)
-    for name in full:
-        assert _rel_err(got[name], full[name]) < 1e-9, name
 
 
 def test_elstm_tbptt_is_truncated():
@@ -140,53 +132,10 @@ def test_no_grad_actor_path_and_return_state_false():
     assert set(st) == set(core.state_spec()) and not any(v.requires_grad for v in st.values())
 
 
-def test_hidden_only_steps_then_rerun_equals_full():
-    """Actors step with sensitivities=False and re-run the trajectory once at its end."""
-    x, reset, _ = _data(T=25)
-    core = _elstm("rtrl")
-    start = core.initial_state(B)
-    with torch.no_grad():
-        hidden = start
-        ys = []
-        for t in range(25):
-            y, hidden = core(x[t:t + 1], hidden, reset[t:t + 1], sensitivities=False)
-            ys.append(y)
-        assert set(hidden) == {"c"}
-        y_full, full = core(x, start, reset)
-    assert torch.allclose(torch.cat(ys), y_full, rtol=1e-12, atol=1e-14)
-    assert torch.allclose(hidden["c"], full["c"], rtol=1e-12, atol=1e-14)
-    with pytest.raises(ValueError, match="sensitivities=False"):
-        core(x, hidden, reset)  # a hidden-only state cannot continue RTRL
 
 
-def test_state_dict_round_trip_and_pickle_keep_state_valid():
-    x, reset, _ = _data(T=20)
-    core = _elstm("rtrl", seed=3)
-    with torch.no_grad():
-        _, st = core(x[:10], core.initial_state(B), reset[:10])
-    other = make_core("elstm", D, N, learning="rtrl")
-    other.load_state_dict(core.state_dict())
-    buf = io.BytesIO()
-    torch.save(st, buf)
-    st2 = torch.load(io.BytesIO(buf.getvalue()), weights_only=True)
-    st3 = pickle.loads(pickle.dumps(st))
-    with torch.no_grad():
-        ya, sa = core(x[10:], st, reset[10:])
-        yb, sb = other(x[10:], st2, reset[10:])
-        yc, _ = other(x[10:], st3, reset[10:])
-    assert torch.equal(ya, yb) and torch.equal(ya, yc)
-    assert all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-def test_reset_zeroes_state():
-    x, _, _ = _data(T=20)
-    core = _elstm("rtrl")
-    reset = torch.zeros(20, B, dtype=torch.bool)
-    reset[12, 0] = True
-    with torch.no_grad():
-        y, _ = core(x, core.initial_state(B), reset)
-        y_fresh, _ = core(x[12:, :1], core.initial_state(1), torch.zeros(8, 1, dtype=torch.bool))
-    assert torch.allclose(y[12:, :1], y_fresh, rtol=1e-13, atol=1e-15)
 
 
 @pytest.mark.parametrize("name", ["lstm", "gru"])
@@ -285,17 +234,97 @@ def test_make_core_errors():
         make_core("elstm", D, N, learning="bptt")
 
 
-@pytest.mark.parametrize("name", rtrl_cores(exact_only=True))
-def test_every_exact_rtrl_core_equals_full_bptt(name):
-    """A guard over the registry: any core registered with exact RTRL must match full-sequence BPTT
-    when the sequence is processed in segments of 1 and 7 with resets (defaults of every option)."""
-    torch.manual_seed(0)
-    core = make_core(name, D, N, learning="rtrl").eval()  # eval: no constructive-stage side effects
-    x, reset, w = _data(seed=5, T=60)
-    w = torch.randn(60, B, core.output_size, generator=torch.Generator().manual_seed(6))
-    full = _segment_grads(core, x, reset, w, 60)
-    assert full, name
-    for seg in (1, 7):
-        got = _segment_grads(core, x, reset, w, seg)
-        for pname in full:
-            assert _rel_err(got[pname], full[pname]) < 1e-9, (name, seg, pname)
+
+
+# -- the contract, for every core of the registry (and option variants that change the state) --------
+
+def _variants(rtrl_only=False):
+    names = rtrl_cores() if rtrl_only else sorted(CORES)
+    cases = [(n, {}) for n in names]
+    cases += [("rtu", {"variant": "nonlinear"}), ("lru", {"layers": 2})]
+    return cases
+
+
+def _ids(cases):
+    return [n + "".join(f"-{k}={v}" for k, v in o.items()) for n, o in cases]
+
+
+def _make(name, seed=0, **options):
+    torch.manual_seed(seed)
+    learning = "rtrl" if CORES[name].supports_rtrl else "tbptt"
+    return make_core(name, D, N, learning=learning, **options).eval()  # eval: no constructive-stage steps
+
+
+EXACT = [c for c in _variants(rtrl_only=True) if CORES[c[0]].exact_rtrl]
+
+
+@pytest.mark.parametrize("name, options", EXACT, ids=_ids(EXACT))
+@pytest.mark.parametrize("seg", [1, 7, 50])
+def test_rtrl_segments_equal_full_bptt(name, options, seg):
+    """Every exact-RTRL core: a 200-step sequence with resets, learned in segments of 1, 7 or 50 while
+    carrying the state, gives the full-sequence BPTT gradient (one segment of 200) to 1e-9 relative."""
+    core = _make(name, **options)
+    x, reset, _ = _data()
+    w = torch.randn(T, B, core.output_size, generator=torch.Generator().manual_seed(6))
+    full = _segment_grads(core, x, reset, w, T)
+    assert full
+    got = _segment_grads(core, x, reset, w, seg)
+    for pname in full:
+        assert _rel_err(got[pname], full[pname]) < 1e-9, pname
+
+
+RTRL = _variants(rtrl_only=True)
+
+
+@pytest.mark.parametrize("name, options", RTRL, ids=_ids(RTRL))
+def test_hidden_only_steps_then_rerun_equals_full(name, options):
+    """Actors step with sensitivities=False and re-run the trajectory once at its end; a hidden-only
+    state cannot continue RTRL; return_state=False gives the same outputs and no state."""
+    core = _make(name, **options)
+    x, reset, _ = _data(T=25)
+    start = core.initial_state(B)
+    with torch.no_grad():
+        hidden, ys = start, []
+        for t in range(25):
+            y, hidden = core(x[t:t + 1], hidden, reset[t:t + 1], sensitivities=False)
+            ys.append(y)
+        assert set(hidden) == set(core.hidden_keys)
+        y_full, full = core(x, start, reset)
+        y_none, none = core(x, start, reset, return_state=False)
+    assert none is None and torch.equal(y_none, y_full)
+    assert torch.allclose(torch.cat(ys), y_full, rtol=1e-12, atol=1e-14)
+    for k in core.hidden_keys:
+        assert torch.allclose(hidden[k], full[k], rtol=1e-12, atol=1e-14), k
+    assert set(full) == set(core.state_spec()) and not any(v.requires_grad for v in full.values())
+    with pytest.raises(ValueError, match="sensitivities=False"):
+        core(x, hidden, reset)
+
+
+ALL = _variants()
+
+
+@pytest.mark.parametrize("name, options", ALL, ids=_ids(ALL))
+def test_reset_and_state_round_trips(name, options):
+    """A reset makes a sample continue as from a fresh state; the state is real tensors of the core's
+    dtype that survive torch.save (weights_only) and pickle, and stay valid for a copy of the core made
+    by state_dict/load_state_dict."""
+    core = _make(name, seed=3, **options)
+    x, _, _ = _data(T=20)
+    reset = torch.zeros(20, B, dtype=torch.bool)
+    reset[12, 0] = True
+    with torch.no_grad():
+        y, st = core(x, core.initial_state(B), reset)
+        y_fresh, _ = core(x[12:, :1], core.initial_state(1), torch.zeros(8, 1, dtype=torch.bool))
+    assert torch.allclose(y[12:, :1], y_fresh, rtol=1e-13, atol=1e-15)
+    assert all(v.dtype == torch.float64 and not v.is_complex() for v in st.values())
+    other = _make(name, seed=4, **options)
+    other.load_state_dict(core.state_dict())
+    buf = io.BytesIO()
+    torch.save(st, buf)
+    st2 = torch.load(io.BytesIO(buf.getvalue()), weights_only=True)
+    st3 = pickle.loads(pickle.dumps(st))
+    with torch.no_grad():
+        ya, sa = core(x, st, reset)
+        yb, sb = other(x, st2, reset)
+        yc, _ = other(x, st3, reset)
+    assert torch.equal(ya, yb) and torch.equal(ya, yc) and all(torch.equal(sa[k], sb[k]) for k in sa)

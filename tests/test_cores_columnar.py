@@ -43,15 +43,6 @@ def _columnar(learning="rtrl", seed=0, **kw):
 
 # -- columnar --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("seg", [1, 7, 50])
-def test_columnar_rtrl_segments_equal_full_bptt(seg):
-    x, reset, w = _data()
-    core = _columnar()
-    full = _segment_grads(core, x, reset, w, T)
-    got = _segment_grads(core, x, reset, w, seg)
-    assert set(got) == {"W", "u", "b"}
-    for name in full:
-        assert _rel_err(got[name], full[name]) < 1e-9, name
 
 
 def test_columnar_tbptt_is_truncated():
