@@ -623,7 +623,8 @@ def _set_dotted(d: dict, key: str, value: Any) -> None:
             node[part] = nxt
         node = nxt
     last = parts[-1]
-    if isinstance(value, dict) and isinstance(node.get(last), dict):
+    if isinstance(value, dict) and value and isinstance(node.get(last), dict):
+        # `key={a: 1}` merges into the mapping; `key={}` empties it
         node[last] = _merge(node[last], value)
     else:
         node[last] = value

@@ -91,6 +91,10 @@ def test_yaml_and_overrides(tmp_path):
     assert c.learner.learning_rate == 6e-4 and type(c.learner.learning_rate) is float
     assert type(c.learner.discount) is float
     assert c.run_dir == os.path.join("runs", "tm")
+    # a non-empty mapping merges; an empty one (or null) empties it
+    assert load_config(p, ["env.options={noise: false}"]).env.options == {"corridor_length": 10, "noise": False}
+    assert load_config(p, ["env.options={}"]).env.options == {}
+    assert load_config(p, ["env.options=null"]).env.options == {}
 
 
 def test_string_overrides_keep_their_text():

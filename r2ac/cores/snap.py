@@ -60,7 +60,7 @@ class FELSTMSnAp1(FELSTMCore):
             return super()._forward(x, state, keep, return_state, sensitivities)
         N = self.hidden_size
         pfz, po = Fn.linear(x, self.weight_ih).split([2 * N, N], -1)
-        pfz = pfz + self.bias
+        pfz = (pfz + self.bias).unbind(0)  # not pfz[t] in the loop: its backward zero-fills [T, B, 2N] per step
         whT = self.weight_hh.t()
         diag = self.weight_hh.detach().view(2, N, N).diagonal(dim1=1, dim2=2)  # [2, N]: W_f[i,i], W_z[i,i]
         c = state["c"]
