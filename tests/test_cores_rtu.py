@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import r2ac.cores as cores
-from r2ac.cores.rtu import RTU
+from r2ac.cores.rtrl import rtrl_carry
+from r2ac.cores.rtu import RTU, mul_neg_i
 
 from coretools import rel_err as _rel_err, segment_grads as _segment_grads, sequence
 
@@ -117,6 +118,11 @@ def _paper_stepwise(core, x, reset):
 _KEYS = {"nu": "dc_dnu_log", "th": "dc_dtheta_log", "W1": "dc_dW1", "W2": "dc_dW2"}
 
 
+def _times_i(s):
+    """i * s for s in pair layout [B, n, 2, *tail]."""
+    return torch.stack([-s[:, :, 1], s[:, :, 0]], 2)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("seg", [1, 7, 50])
 def test_rtu_carried_sensitivities_match_paper_recursion(variant, seg):
@@ -130,7 +136,9 @@ def test_rtu_carried_sensitivities_match_paper_recursion(variant, seg):
             r = ref[min(s + seg, 100) - 1]
             assert torch.allclose(state["c"], r["c"], rtol=1e-12, atol=1e-13)
             for k, key in _KEYS.items():
-                assert torch.allclose(state[key], r[k], rtol=1e-10, atol=1e-12), key
+                # the linear variant stores no dc_dW2: it is i dc_dW1
+                got = _times_i(state["dc_dW1"]) if key == "dc_dW2" and variant == "linear" else state[key]
+                assert torch.allclose(got, r[k], rtol=1e-10, atol=1e-12), key
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -166,6 +174,55 @@ def test_rtu_state_size_independent_of_T():
     (k_shapes,) = sizes
     assert sum(torch.Size(s).numel() for _, s in k_shapes) == B * (2 * N + 2 * 2 * N + 2 * 2 * N * D)
     assert core.output_size == 2 * N and st["c"].dtype == torch.float64
+
+
+def test_rtu_linear_state_has_no_dc_dW2():
+    lin, nonlin = _rtu("rtrl", "linear"), _rtu("rtrl", "nonlinear")
+    x, reset, _ = _data(T=10)
+    with torch.no_grad():
+        _, st = lin(x, lin.initial_state(B), reset)
+        _, hidden = lin(x, {"c": st["c"]}, reset, sensitivities=False)
+    assert lin.sensitivity_keys == ("dc_dnu_log", "dc_dtheta_log", "dc_dW1")
+    assert set(st) == set(lin.initial_state(B)) == {"c", *lin.sensitivity_keys} and set(hidden) == {"c"}
+    assert "dc_dW2" in nonlin.sensitivity_keys
+    nbytes = lambda state, keys: sum(state[k].numel() * state[k].element_size() for k in keys)  # noqa: E731
+    st_nl = nonlin.initial_state(B)
+    assert 2 * nbytes(st, ["dc_dW1"]) == nbytes(st_nl, ["dc_dW1", "dc_dW2"])
+    assert nbytes(st, lin.sensitivity_keys) == 8 * B * (2 * 2 * N + 2 * N * D)
+    with pytest.raises(ValueError, match="dc_dW2"):  # a nonlinear state is refused, and vice versa
+        lin(x, st_nl, reset)
+    with pytest.raises(ValueError, match="dc_dW2"):
+        nonlin(x, st, reset)
+
+
+def test_rtrl_carry_rotated_gradient_equals_explicit_i_sensitivity():
+    """W2 contracting dc_dW1 with -i dL/dc (grad_maps, one shared tensor) gives what an explicit
+    dc_dW2 = i dc_dW1 gives, and the pair-layout formula; the shared tensor is saved once."""
+    g = torch.Generator().manual_seed(5)
+    n, d = 6, 3
+    s0, g_s = torch.randn(B, n, 2, generator=g), torch.randn(B, n, 2, generator=g)
+    S_nu, S1 = torch.randn(B, n, 2, generator=g), torch.randn(B, n, 2, d, generator=g)
+
+    def grads(sens, grad_maps=None):
+        params = [torch.zeros(n, requires_grad=True), torch.zeros(n, d, requires_grad=True),
+                  torch.zeros(n, d, requires_grad=True)]
+        s = s0.clone().requires_grad_(True)
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.data_ptr()) or t, lambda t: t):
+            out = rtrl_carry(s, params, sens, grad_maps=grad_maps)
+        (out * g_s).sum().backward()
+        assert torch.equal(s.grad, g_s)
+        return [p.grad for p in params], saved.count(S1.data_ptr())
+
+    want, _ = grads([S_nu, S1, _times_i(S1)])
+    got, n_saved = grads([S_nu, S1, S1], grad_maps=[None, None, mul_neg_i])
+    for a, b in zip(got, want):
+        assert _rel_err(a, b) < 1e-14
+    gr, gi = g_s[..., 0, None], g_s[..., 1, None]
+    assert _rel_err(got[2], (gi * S1[:, :, 0] - gr * S1[:, :, 1]).sum(0)) < 1e-14
+    assert n_saved == 1
+    with pytest.raises(ValueError, match="grad map"):
+        rtrl_carry(s0, [torch.zeros(n)], [S_nu], grad_maps=[None, None])
 
 
 

@@ -249,13 +249,17 @@ def test_gaussian_policy_log_prob_entropy_and_sampling():
     torch.testing.assert_close(net.entropy(mean), ref.entropy().sum(-1))
 
 
-def test_trace_memory_of_the_rtu_is_4nd_plus_4n_per_step():
+def test_trace_memory_of_the_rtu_per_step():
+    # linear RTU: dc/dW1 only (dc/dW2 = i dc/dW1), 2nd + 4n floats; nonlinear: both, 4nd + 4n
     n, d = 7, 64
     net = PPONet(5, "discrete", 3, core="rtu", hidden_size=n, learning="rtrl", encoder=(d,))
     mem = trace_memory(net, 100, 4)
-    assert mem["sensitivity_floats_per_step"] == 4 * n * d + 4 * n
+    assert mem["sensitivity_floats_per_step"] == 2 * n * d + 4 * n
     assert mem["hidden_floats_per_step"] == 2 * n
-    assert mem["bytes"] == 100 * 4 * (4 * n * d + 6 * n) * 4
+    assert mem["bytes"] == 100 * 4 * (2 * n * d + 6 * n) * 4
+    net = PPONet(5, "discrete", 3, core="rtu", hidden_size=n, learning="rtrl", encoder=(d,),
+                 core_options={"variant": "nonlinear"})
+    assert trace_memory(net, 100, 4)["sensitivity_floats_per_step"] == 4 * n * d + 4 * n
     assert trace_memory(PPONet(5, "discrete", 3, core="gru", hidden_size=n, learning="tbptt"), 100, 4)[
         "sensitivity_floats_per_step"] == 0
 

@@ -30,7 +30,8 @@ truncated there, the usual recurrent PPO. With RTRL, C = 1 is the paper's scheme
 (identity 1 at the chunk start plus BPTT inside it).
 
 Memory: the stored traces cost L * B * (sensitivity size) floats; for the RTU with n units and d inputs
-that is 4 n d + 4 n floats per step (``trace_memory``).
+that is 2 n d + 4 n floats per step for the linear variant (dc/dW2 = i dc/dW1 is not stored) and
+4 n d + 4 n for the nonlinear one (``trace_memory``).
 
 Time limits: where an episode is cut by a time limit (``info["truncated"]``) and the env reports its final
 observation (``info["final_observation"]``, the ``r2ac.envs.continuous`` kinds), the learner bootstraps

@@ -9,8 +9,9 @@
 ``state`` is a flat ``dict[str, Tensor]`` whose tensors all have the batch as their first dimension, so it
 can be sliced per environment, concatenated into batches, pickled and sent between processes. Its keys
 split into ``core.hidden_keys`` (the recurrent state: 1 or 2 numbers per unit, or (h, c) for an LSTM) and
-``core.sensitivity_keys`` (RTRL only: d state / d recurrent parameters, one entry per recurrent parameter,
-shaped ``[B, *unit_state, *param_tail]``). Its size never depends on the segment length.
+``core.sensitivity_keys`` (RTRL only: d state / d recurrent parameters, shaped ``[B, *unit_state, *param_tail]``;
+one entry per recurrent parameter, except where one parameter's sensitivity is a fixed map of another's
+and is not stored: the linear RTU's dc/dW2 = i dc/dW1, the LRU's B_im). Its size never depends on the segment length.
 
 ``reset[t, b]`` True means a new episode starts at step t for sample b: the state (and the
 sensitivities) are zeroed before step t is processed.

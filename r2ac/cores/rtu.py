@@ -20,12 +20,18 @@ R = [[g, -phi], [phi, g]],
     dlambda/dnu_log = -exp(nu_log) lambda,  dlambda/dtheta_log = i exp(theta_log) lambda,
     dgamma/dnu_log = exp(nu_log) r^2 / gamma,  dgamma/dtheta_log = 0.
 
+In the linear variant dc/dW2 = i dc/dW1 exactly (in complex form both follow S(t) = lambda keep(t) S(t-1)
++ input, with inputs gamma x and i gamma x, from 0 at an episode start), so its state carries dc_dW1 only:
+half the sensitivity memory, the bytes an actor ships and the learner's batch. W2's correction in identity
+1 contracts the same dc_dW1 with -i dL/dc (``rtrl_carry``'s ``grad_maps``). The nonlinear variant's f'
+acts on c1 and c2 apart, which breaks the relation: it carries both.
+
 The learner never runs that recursion: identity 1 (``rtrl_carry``) gives the exact gradient from one
 autograd pass. Identity 2 moves the sensitivities to the segment end in closed form:
 
 - linear: the per-step Jacobian is multiplication by the complex number lambda * keep(t), so the decay
   a(s, T) is a complex reverse cumulative product (``decay_weights``) and S_W1(T) = a(t0,T) S_W1(t0) +
-  sum_s a(s,T) gamma x(s) is one batched matmul; S_W2 = i S_W1 up to the carried term.
+  sum_s a(s,T) gamma x(s) is one batched matmul (S_W2 = i S_W1 is not formed).
 - nonlinear: the Jacobian J(t) = D(t) R keep(t) is a general 2x2 block per unit; the products
   P(s, T) = J(T) ... J(s+1) are built by a loop of elementwise 2x2 products (O(T n), no N*D work), and
   the W sensitivities are one batched matmul of P(s,T) D(s) gamma with x.
@@ -48,9 +54,10 @@ from torch import Tensor, nn
 from r2ac.cores.base import RecurrentCore
 from r2ac.cores.rtrl import decay_weights, rtrl_carry
 
-#: the recurrent parameters in the order of their sensitivities
+#: the recurrent parameters in the order of their sensitivities (the linear variant stores no dc_dW2)
 RECURRENT = ("nu_log", "theta_log", "W1", "W2")
 SENSITIVITY_KEYS = tuple("dc_d" + p for p in RECURRENT)
+LINEAR_SENSITIVITY_KEYS = SENSITIVITY_KEYS[:3]
 
 #: activation f and its derivative f'(pre) given (pre, f(pre)); the derivative matches autograd's
 ACTIVATIONS: Dict[str, Tuple[Callable[[Tensor], Tensor], Callable[[Tensor, Tensor], Tensor]]] = {
@@ -104,6 +111,11 @@ def cmul_into(out: Tensor, a: Tensor, s: Tensor) -> Tensor:
     return out
 
 
+def mul_neg_i(p: Tensor) -> Tensor:
+    """-i * z for z in pair layout [..., 2], the adjoint of multiplication by i (a swap and a negation)."""
+    return torch.stack([p[..., 1], -p[..., 0]], -1)
+
+
 def _mm2(A: Tensor, Bm: Tensor) -> Tensor:
     """Elementwise-batched 2x2 matrix product A @ B over [..., 2, 2]."""
     return A[..., :, 0, None] * Bm[..., None, 0, :] + A[..., :, 1, None] * Bm[..., None, 1, :]
@@ -127,7 +139,8 @@ class RTU(RecurrentCore):
       not stated in the paper).
 
     State: ``c`` [B, n, 2] (c1, c2 of each unit); sensitivities ``dc_dnu_log``, ``dc_dtheta_log``
-    [B, n, 2] and ``dc_dW1``, ``dc_dW2`` [B, n, 2, d].
+    [B, n, 2] and ``dc_dW1`` [B, n, 2, d], plus ``dc_dW2`` [B, n, 2, d] in the nonlinear variant only
+    (linear: dc/dW2 = i dc/dW1).
     """
 
     name = "rtu"
@@ -173,7 +186,8 @@ class RTU(RecurrentCore):
 
     def sensitivity_spec(self):
         n, d = self.hidden_size, self.input_size
-        return {"dc_dnu_log": (n, 2), "dc_dtheta_log": (n, 2), "dc_dW1": (n, 2, d), "dc_dW2": (n, 2, d)}
+        spec = {"dc_dnu_log": (n, 2), "dc_dtheta_log": (n, 2), "dc_dW1": (n, 2, d), "dc_dW2": (n, 2, d)}
+        return spec if self.variant == "nonlinear" else {k: spec[k] for k in LINEAR_SENSITIVITY_KEYS}
 
     def recurrent_parameters(self):
         return [getattr(self, p) for p in RECURRENT]
@@ -183,6 +197,13 @@ class RTU(RecurrentCore):
         r = torch.exp(-torch.exp(self.nu_log))
         lam = torch.polar(r, torch.exp(self.theta_log))
         return lam, torch.sqrt(1 - r * r)
+
+    def _carry(self, c: Tensor, carried) -> Tensor:
+        """Identity 1 on c [B, n, 2]. Linear: W2 reuses dc_dW1, as sum dL/dc . (i S) = sum (-i dL/dc) . S."""
+        if self.variant == "nonlinear":
+            return rtrl_carry(c, self.recurrent_parameters(), carried)
+        return rtrl_carry(c, self.recurrent_parameters(), [*carried, carried[-1]],
+                          grad_maps=[None, None, None, mul_neg_i])
 
     def _forward(self, x, state, keep, return_state, sensitivities):
         n = self.hidden_size
@@ -194,9 +215,9 @@ class RTU(RecurrentCore):
         gU = gamma * U
         c = state["c"]
         rtrl_state = self.learning == "rtrl" and SENSITIVITY_KEYS[0] in state
-        carried = [state[k] for k in SENSITIVITY_KEYS] if rtrl_state else None
+        carried = [state[k] for k in self.sensitivity_spec()] if rtrl_state else None
         if carried is not None and torch.is_grad_enabled():
-            c = rtrl_carry(c, self.recurrent_parameters(), carried)  # identity 1
+            c = self._carry(c, carried)  # identity 1
         c = as_complex(c)
         transport = return_state and sensitivities
         nonlinear = self.variant == "nonlinear"
@@ -238,13 +259,10 @@ class RTU(RecurrentCore):
         lam, gamma = self.decay()
         a, a0 = decay_weights(lam * keep[..., None])  # complex [T, B, n], [B, n]
         v_nu, v_th = self._increments(lam, gamma, cp, U)
-        sW1 = torch.einsum("tbnk,tbd->bnkd", torch.view_as_real(a * gamma), x)  # the one batched matmul
-        sW2 = torch.stack([-sW1[:, :, 1], sW1[:, :, 0]], 2)  # i * sW1
         new = {
             "dc_dnu_log": as_pair((a * v_nu).sum(0)),
             "dc_dtheta_log": as_pair((a * v_th).sum(0)),
-            "dc_dW1": sW1,
-            "dc_dW2": sW2,
+            "dc_dW1": torch.einsum("tbnk,tbd->bnkd", torch.view_as_real(a * gamma), x),  # one batched matmul
         }
         if carried is not None:
             for v, s0 in zip(new.values(), carried):
