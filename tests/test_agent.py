@@ -1,6 +1,7 @@
 """Actor, learner and runtime tests on the built-in T-maze (real envs, real files)."""
 
 import copy
+import json
 import math
 import os
 
@@ -215,6 +216,21 @@ def test_train_writes_outputs_and_resume_continues(tmp_path):
     assert steps == sorted(steps) and len(set(steps)) == len(steps)
     res = evaluate(str(tmp_path), sets=2, episodes=5)
     assert len(res["set_means"]) == 2 and 0.0 <= res["mean"] <= 1.0 and math.isfinite(res["std"])
+
+
+def test_short_run_reports_trained_random_and_training_windows(tmp_path, capsys):
+    from r2ac.experiments.short_run import main
+
+    out = tmp_path / "run"
+    assert main(["configs/quickstart.yaml", "total_steps=2000", "env.num_envs=8", "learner.batch_size=8",
+                 "model.hidden_size=16", "logger.log_interval_s=0.01", "logger.tensorboard=false",
+                 "--episodes", "6", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "uniform random policy" in text and "last 10 %" in text
+    rows = open(out / "results.csv").read().splitlines()
+    assert rows[0] == "policy,mean_return,sem,episodes" and len(rows) == 5
+    ev = json.load(open(out / "eval.json"))
+    assert len(ev["episode_returns"]) == 6 and all(0.0 <= r <= 1.0 for r in ev["episode_returns"])
 
 
 def test_cli_errors_are_clear(tmp_path, capsys):

@@ -83,6 +83,12 @@ def test_shallow_stem():
     assert stem.feature_map_shape == (32, 9, 9) and stem.output_size == 256
     with pytest.raises(ValueError, match="too small"):
         make_stem("shallow", (1, 16, 16))
+    # orthogonal init, gain sqrt(2): W W^T = 2 I over the (fewer) output rows; zero biases
+    w = stem.linear.weight.detach().double()
+    torch.testing.assert_close(w @ w.t(), 2 * torch.eye(256, dtype=torch.float64), atol=1e-5, rtol=0)
+    w0 = stem.conv0.weight.detach().double().flatten(1)
+    torch.testing.assert_close(w0 @ w0.t(), 2 * torch.eye(16, dtype=torch.float64), atol=1e-5, rtol=0)
+    assert all(float(m.bias.abs().max()) == 0.0 for m in (stem.conv0, stem.conv1, stem.linear))
 
 
 def test_vector_stems():

@@ -13,13 +13,15 @@ the stem; floating-point frames are used as given (expected already in [0, 1]). 
   flatten, FC -> fc, relu. Each stage maps H -> ceil(H / 2): DMLab 72x96 -> 32x9x12,
   Atari 84x84 -> 32x11x11, ProcGen 64x64 -> 32x8x8.
 * ``shallow`` — IMPALA's shallow model (Fig. 3 left): conv8x8(s4) 16ch, relu, conv4x4(s2) 32ch,
-  relu, flatten, FC -> fc, relu.
+  relu, flatten, FC -> fc, relu; orthogonal init with gain sqrt(2), zero biases (as in A2C/PPO Atari code).
 * ``mlp``     — vector observations (or small images, flattened): Linear + relu layers of sizes
   (*channels, fc).
 * ``none``    — identity on flattened observations (images scaled by 1/255); output_size = prod(shape).
 """
 
 from __future__ import annotations
+
+import math
 
 from collections.abc import Sequence
 
@@ -186,6 +188,17 @@ class ShallowAtariStem(Stem):
         self.flatten_size = self.channels[1] * h * w
         self.linear = nn.Linear(self.flatten_size, self.fc)
         self.output_size = self.fc
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Orthogonal weights with gain sqrt(2) (ReLU) and zero biases, the usual init of this Atari net in
+        A2C/PPO code. PyTorch's default init shrinks each layer's output (gain ~ 1/sqrt(3)); on mostly dark
+        Atari frames the features then had an RMS of ~0.02 against ~0.17 with this init (measured on Breakout
+        frames), and with the eLSTM's further ~4x attenuation the policy moved too slowly to learn in a
+        short run (docs/results.md)."""
+        for layer in (self.conv0, self.conv1, self.linear):
+            nn.init.orthogonal_(layer.weight, math.sqrt(2.0))
+            nn.init.zeros_(layer.bias)
 
     def encode(self, x: Tensor) -> Tensor:
         x = F.relu(self.conv1(F.relu(self.conv0(x)))).flatten(1)

@@ -3,7 +3,8 @@
     python -m r2ac.experiments.short_run configs/atari/breakout_quick.yaml --out results/breakout_quick
 
 Trains the config (single-process runtime), then plays ``--episodes`` episodes with the trained policy
-(``r2ac eval``) and with uniformly random actions, and writes ``results.md`` (table: returns, steps,
+(``r2ac eval``) and with uniformly random actions, and writes ``results.md`` and ``results.csv`` (returns
+with standard errors, the mean training return over the first and the last 10 % of the steps, steps,
 wall time, training steps/s on this machine) next to the run's own metrics and learning curve.
 """
 
@@ -34,6 +35,26 @@ def random_policy_returns(env_id: str, options: dict, episodes: int, num_envs: i
     return quota.returns()
 
 
+def training_return_windows(metrics_csv: str, fraction: float = 0.1):
+    """Mean training return over the first and the last ``fraction`` of the logged agent steps."""
+    import csv
+
+    with open(metrics_csv) as f:
+        rows = [(float(r["step"]), float(r["episode_return"])) for r in csv.DictReader(f)
+                if r.get("episode_return") not in (None, "", "nan")]
+    if not rows:
+        return float("nan"), float("nan")
+    last_step = rows[-1][0]
+    first = [r for s, r in rows if s <= fraction * last_step] or [rows[0][1]]
+    last = [r for s, r in rows if s >= (1 - fraction) * last_step] or [rows[-1][1]]
+    return float(np.mean(first)), float(np.mean(last))
+
+
+def _mean_sem(x) -> tuple[float, float]:
+    x = np.asarray(x, dtype=np.float64)
+    return float(x.mean()), float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else 0.0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("config")
@@ -45,14 +66,23 @@ def main(argv=None) -> int:
     t0 = time.time()
     summary = train(cfg)
     wall = time.time() - t0
-    trained = evaluate(a.out, sets=1, episodes=a.episodes)
+    trained = evaluate(a.out, sets=1, episodes=a.episodes)["episode_returns"]
     rand = random_policy_returns(cfg.env.id, dict(cfg.env.options), a.episodes)
-    rows = [("random policy", float(np.mean(rand)), float(np.std(rand))),
-            (f"trained {cfg.model.core}/{cfg.model.learning}, M={cfg.learner.unroll_length}",
-             trained["mean"], float(np.std(json.load(open(os.path.join(a.out, "eval.json")))["set_means"])))]
+    early, late = training_return_windows(os.path.join(a.out, "metrics.csv"))
+    rows = [("uniform random policy", *_mean_sem(rand)),
+            (f"trained {cfg.model.core}/{cfg.model.learning}, M={cfg.learner.unroll_length}", *_mean_sem(trained))]
+    with open(os.path.join(a.out, "results.csv"), "w") as f:
+        f.write("policy,mean_return,sem,episodes\n")
+        for name, m, se in rows:
+            f.write(f"{name},{m:.4f},{se:.4f},{a.episodes}\n")
+        f.write(f"training first 10%,{early:.4f},,\ntraining last 10%,{late:.4f},,\n")
     table = [f"{cfg.env.id}: {summary['step']} agent steps in {wall / 60:.1f} min "
-             f"({summary['step'] / wall:.0f} steps/s including learning), {a.episodes} test episodes each", "",
-             "| policy | mean return |", "| --- | --- |"] + [f"| {n} | {m:.2f} |" for n, m, _ in rows]
+             f"({summary['step'] / wall:.0f} steps/s including learning); test: {a.episodes} episodes each "
+             "(mean +- standard error)", "",
+             "| policy | mean return |", "| --- | --- |"]
+    table += [f"| {n} | {m:.2f} +- {se:.2f} |" for n, m, se in rows]
+    table += [f"| training episodes, first 10 % of steps | {early:.2f} |",
+              f"| training episodes, last 10 % of steps | {late:.2f} |"]
     text = "\n".join(table)
     with open(os.path.join(a.out, "results.md"), "w") as f:
         f.write(text + "\n")

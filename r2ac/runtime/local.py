@@ -115,7 +115,7 @@ def evaluate(path: str, sets: Optional[int] = None, episodes: Optional[int] = No
     set_means = [float(np.mean(returns[i * episodes:(i + 1) * episodes])) for i in range(sets)]
     result = {"checkpoint": ckpt.get("path", path), "step": int(ckpt["counters"].get("step", 0)), "sets": sets,
               "episodes": episodes, "mean": float(np.mean(set_means)), "std": float(np.std(set_means)),
-              "set_means": set_means}
+              "set_means": set_means, "episode_returns": [float(r) for r in returns]}
     out_dir = path if os.path.isdir(path) else os.path.dirname(os.path.dirname(os.path.abspath(path)))
     with open(os.path.join(out_dir, "eval.json"), "w") as f:
         json.dump(result, f, indent=2)
