@@ -50,21 +50,11 @@ from torch import Tensor, nn
 
 from r2ac.cores.base import RecurrentCore
 from r2ac.cores.rtrl import decay_weights, rtrl_carry
-from r2ac.cores.rtu import as_complex, as_pair, check_ring, cmul_into, ring_init
+from r2ac.cores.rtu import as_complex, as_pair, check_ring, cmul_into, mul_neg_i, ring_init
 
 #: the recurrent parameters of a layer whose sensitivities are stored, in order (B_im reuses dh_dB)
 RECURRENT = ("nu_log", "theta_log", "gamma_log", "B_re")
 SENSITIVITIES = ("dh_dnu_log", "dh_dtheta_log", "dh_dgamma_log", "dh_dB")
-
-
-def _mul_i(p: Tensor) -> Tensor:
-    """i * z for z in pair layout [..., 2] (exact: a swap and a negation)."""
-    return torch.stack([-p[..., 1], p[..., 0]], -1)
-
-
-def _mul_neg_i(p: Tensor) -> Tensor:
-    """-i * z for z in pair layout [..., 2]."""
-    return torch.stack([p[..., 1], -p[..., 0]], -1)
 
 
 class _SpatialPath(torch.autograd.Function):
@@ -123,9 +113,9 @@ class _LRULayer(nn.Module):
 
     def carry(self, h0: Tensor, sens: List[Tensor]) -> Tensor:
         """Identity 1 on the carried state h0 [B, N, 2]. For B_im, dh/dB_im = i e_B: its correction is
-        sum dL/dh . (i e_B) = the contraction of dL/d(-i h) with e_B, so the same tensor serves both."""
-        h = rtrl_carry(h0, [getattr(self, p) for p in RECURRENT], sens)
-        return _mul_i(rtrl_carry(_mul_neg_i(h), [self.B_im], [sens[-1]]))
+        sum dL/dh . (i e_B) = sum (-i dL/dh) . e_B: the same tensor serves both, read once (``grad_maps``)."""
+        return rtrl_carry(h0, [getattr(self, p) for p in RECURRENT] + [self.B_im], [*sens, sens[-1]],
+                          grad_maps=[None] * len(RECURRENT) + [mul_neg_i])
 
     def recur(self, u: Tensor, h: Tensor, keep: Tensor, cut: bool, transport: bool):
         """Run the recurrence over the segment from complex h [B, N]. Returns (h(t) for all t, complex
