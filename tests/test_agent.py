@@ -226,11 +226,17 @@ def test_short_run_reports_trained_random_and_training_windows(tmp_path, capsys)
                  "model.hidden_size=16", "logger.log_interval_s=0.01", "logger.tensorboard=false",
                  "--episodes", "6", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "uniform random policy" in text and "last 10 %" in text
+    assert "uniform random policy" in text and "untrained network" in text and "last 10 %" in text
     rows = open(out / "results.csv").read().splitlines()
-    assert rows[0] == "policy,mean_return,sem,episodes" and len(rows) == 5
+    assert rows[0] == "policy,mean_return,sem,episodes" and len(rows) == 6
     ev = json.load(open(out / "eval.json"))
     assert len(ev["episode_returns"]) == 6 and all(0.0 <= r <= 1.0 for r in ev["episode_returns"])
+    # --eval-only re-evaluates the finished run, and refuses one trained with another config
+    args = ["configs/quickstart.yaml", "total_steps=2000", "env.num_envs=8", "learner.batch_size=8",
+            "model.hidden_size=16", "--episodes", "4", "--out", str(out), "--eval-only"]
+    assert main(args) == 0 and len(json.load(open(out / "eval.json"))["episode_returns"]) == 4
+    with pytest.raises(ValueError, match="different config"):
+        main(args[:4] + ["model.hidden_size=8"] + args[5:])
 
 
 def test_cli_errors_are_clear(tmp_path, capsys):

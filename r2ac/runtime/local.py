@@ -88,6 +88,21 @@ def load_for_eval(path: str):
 
 
 @torch.no_grad()
+def play_episodes(net, venv, episodes: int, seed: int) -> np.ndarray:
+    """Returns of ``episodes`` episodes of the stochastic policy ``net`` on ``venv`` (closed afterwards),
+    each env contributing its first episodes (``EpisodeQuota``: no short-episode bias)."""
+    actor = Actor(net, venv, 1, seed=seed)
+    quota = EpisodeQuota(venv.num_envs, episodes)
+    try:
+        while not quota.full():
+            r = actor.rollout()["episode_return"][1:]
+            quota.add((~torch.isnan(r[0])).numpy(), r[0].numpy())
+    finally:
+        actor.close()
+    return quota.returns()
+
+
+@torch.no_grad()
 def evaluate(path: str, sets: Optional[int] = None, episodes: Optional[int] = None, seed: int = 12345,
              num_envs: Optional[int] = None) -> Dict:
     """k sets of n test episodes with the trained (stochastic) policy, as in the paper: returns the mean
@@ -104,14 +119,7 @@ def evaluate(path: str, sets: Optional[int] = None, episodes: Optional[int] = No
     venv = make_vec_env(cfg.env.id, num_envs or cfg.env.num_envs, seed, **dict(cfg.env.options))
     net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
     net.load_state_dict(ckpt["model"])
-    actor = Actor(net, venv, 1, seed=seed)
-    quota = EpisodeQuota(venv.num_envs, sets * episodes)  # each env's first episodes: no short-episode bias
-    while not quota.full():
-        traj = actor.rollout()
-        r = traj["episode_return"][1:]
-        quota.add((~torch.isnan(r[0])).numpy(), r[0].numpy())
-    returns = quota.returns()
-    actor.close()
+    returns = play_episodes(net, venv, sets * episodes, seed)
     set_means = [float(np.mean(returns[i * episodes:(i + 1) * episodes])) for i in range(sets)]
     result = {"checkpoint": ckpt.get("path", path), "step": int(ckpt["counters"].get("step", 0)), "sets": sets,
               "episodes": episodes, "mean": float(np.mean(set_means)), "std": float(np.std(set_means)),
