@@ -5,6 +5,9 @@ output (what the IMPALA learner does). Rates are agent steps per second (M x B p
 
 - ``learner_rtrl``: identity 1 (autograd over the segment + one carry correction), exact gradient.
 - ``learner_tbptt``: the same segment with the gradient stopped at its start.
+- ``work_tbptt_over_rtrl``: matrix-product work (``torch.utils.flop_counter``) of the TBPTT update over the
+  RTRL one: the throughput ratio a core could reach if only arithmetic counted. Below 1 the exact
+  correction itself is arithmetic (the fast-weight programmer's); near 1 any gap is overhead.
 - ``learner_paper``: the paper's implementation style: the sensitivity recursion at every step,
   sensitivities moved as extra recurrent state, a gradient contribution per step (also exact).
 - ``actor_hidden``: the actor's per-step no-grad inference (hidden state only), M calls of one step.
@@ -28,7 +31,8 @@ from r2ac.bench.common import format_table, machine_description, median_time, wr
 from r2ac.cores import make_core
 
 COLUMNS = [
-    "core", "M", "learner_rtrl_sps", "learner_tbptt_sps", "rtrl_over_tbptt", "learner_paper_sps",
+    "core", "M", "learner_rtrl_sps", "learner_tbptt_sps", "rtrl_over_tbptt", "work_tbptt_over_rtrl",
+    "learner_paper_sps",
     "actor_hidden_sps", "transport_ms", "recursion_ms", "transport_speedup",
     "mem_rtrl_mb", "mem_tbptt_mb", "mem_ratio",
 ]
@@ -148,6 +152,16 @@ def peak_memory_mb(core_name, learning, N, D, B, M, device) -> float:
     return float(val)
 
 
+def learner_macs(core, x, reset, w, state) -> float:
+    """Multiply-accumulates of the matrix products in one learner update (flop counter / 2)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        learner_update(core, x, reset, w, state)
+    core.zero_grad(set_to_none=True)
+    return counter.get_total_flops() / 2
+
+
 def run(core_name="elstm", N=512, D=257, B=32, Ms=(10, 50, 100, 300, 1000), repeats=5, device="cpu",
         paper_max_M=300, memory=True, out_dir="bench_out") -> List[Dict]:
     rows = []
@@ -164,6 +178,7 @@ def run(core_name="elstm", N=512, D=257, B=32, Ms=(10, 50, 100, 300, 1000), repe
         row["learner_rtrl_sps"] = M * B / t_r[len(t_r) // 2]
         row["learner_tbptt_sps"] = M * B / t_t[len(t_t) // 2]
         row["rtrl_over_tbptt"] = row["learner_rtrl_sps"] / row["learner_tbptt_sps"]
+        row["work_tbptt_over_rtrl"] = learner_macs(c_t, x, reset, w, st_t) / learner_macs(c_r, x, reset, w, st_r)
         if M <= paper_max_M:
             t = median_time(lambda: paper_learner_update(c_r, x, reset, w, st_r), max(1, repeats // 2 + 1), 1, device)
             row["learner_paper_sps"] = M * B / t
