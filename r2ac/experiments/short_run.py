@@ -1,6 +1,6 @@
 """A short training run on a real benchmark env, compared with a random policy on the same env.
 
-    python -m r2ac.experiments.short_run configs/atari/breakout_quick.yaml --out results/breakout_quick
+    python -m r2ac.experiments.short_run configs/atari/seaquest_quick.yaml --out results/seaquest_quick
 
 Trains the config (single-process runtime), then plays ``--episodes`` episodes with the trained policy
 (``r2ac eval``) and with uniformly random actions, and writes ``results.md`` and ``results.csv`` (returns
