@@ -241,3 +241,22 @@ def test_killed_learner_process_ends_the_run_with_a_resume_hint(ray_local, tmp_p
     assert load_latest_checkpoint(str(tmp_path))["extra"]["learner"]["updates"] > 0
     # its actors die with it (Ray's ownership): the cluster's resources come back
     wait_for(lambda: ray.available_resources().get("learner", 0) >= 1, 60, "the learner resource")
+
+
+def test_stop_status_names_how_a_run_ended():
+    from r2ac.agent.learner import NonFiniteLossError
+    from r2ac.runtime.common import RunAborted, stop_status
+
+    assert stop_status(NonFiniteLossError("x")) == "stopped: non-finite loss"
+    assert stop_status(RunAborted("x")) == "stopped: rollouts keep failing"
+    assert stop_status(KeyboardInterrupt()) == "interrupted"
+    assert stop_status(ValueError("x")) == "failed: ValueError"  # a crash is never reported as finished
+
+
+def test_read_curve_skips_rows_without_a_return(tmp_path):
+    from r2ac.experiments.common import read_curve
+
+    p = tmp_path / "metrics.csv"
+    p.write_text("step,episode_return,x\n10,1.5,0\n20,,0\n30,nan,0\n40,2.5,0\n")
+    x, y = read_curve(str(p))
+    assert x.tolist() == [10.0, 40.0] and y.tolist() == [1.5, 2.5]

@@ -26,17 +26,17 @@ import json
 import math
 import os
 import time
-import warnings
 from typing import Dict, Optional
 
 import numpy as np
 import torch
 
 from r2ac.agent.ppo import PPOLearner, PPONet, RolloutCollector, action_spec, trace_memory
-from r2ac.checkpoint import capture_rng_state, load_latest_checkpoint, restore_rng_state, save_run_checkpoint
+from r2ac.checkpoint import capture_rng_state, restore_rng_state, save_run_checkpoint
 from r2ac.config import Config, ConfigError, config_to_dict, save_config
 from r2ac.envs import make_vec_env
 from r2ac.logger import RunLogger, plot_learning_curve, progress
+from r2ac.runtime.common import checkpoint_to_resume, run_dir_of, set_fast_math
 
 __all__ = ["PPO_OPTION_DEFAULTS", "TraceMemoryError", "build_ppo_net", "ppo_options", "train_ppo"]
 
@@ -112,26 +112,12 @@ def check_trace_memory(net: PPONet, cfg: Config, budget_mb: float, log=print) ->
     return mem
 
 
-def _set_fast_math(threads: int) -> None:
-    torch.set_flush_denormal(True)  # decaying traces would otherwise hit slow denormal arithmetic
-    warnings.filterwarnings("ignore", message="The value of the smallest subnormal", category=UserWarning)
-    if threads > 0:
-        torch.set_num_threads(threads)
-
-
 def train_ppo(cfg: Config, resume: bool = False, *, time_limit_s: Optional[float] = None,
               progress_bar: Optional[bool] = None, **options) -> Dict:
     """Train the PPO agent as configured (``cfg.algo == "ppo"``); returns (and writes) the summary."""
-    run_dir = cfg.run_dir or os.path.join("runs", cfg.name)
-    ckpt = None
-    if resume:
-        ckpt = load_latest_checkpoint(run_dir)
-        if ckpt is None:
-            raise FileNotFoundError(f"--resume {run_dir}: no checkpoint found in {run_dir}/checkpoints")
-    elif load_latest_checkpoint(run_dir) is not None:
-        raise FileExistsError(f"run directory {run_dir} already holds checkpoints: continue it with "
-                              f"`r2ac train --resume {run_dir}` or choose another run_dir=... / name=...")
-    _set_fast_math(cfg.runtime.torch_threads)
+    run_dir = run_dir_of(cfg)
+    ckpt = checkpoint_to_resume(run_dir, resume)
+    set_fast_math(cfg.runtime.torch_threads)
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     venv = make_vec_env(cfg.env.id, cfg.env.num_envs, cfg.seed * 1000, **dict(cfg.env.options))

@@ -64,8 +64,15 @@ def _save(out: str, name: str, rows: List[Dict], columns: List[str], curves: Dic
     print(f"\nwrote {out}/tasks_{name}.csv and {out}/tasks_{name}.png")
 
 
-def _skip(msg: str) -> None:
-    print(f"  skip: {msg}")
+def _usable(core: str, learning: str | None) -> bool:
+    """Whether ``core`` is registered (and has RTRL if ``learning == "rtrl"``); prints why not (the
+    benchmark then skips that row)."""
+    try:
+        require_core(core, learning)
+    except CoreUnavailable as e:
+        print(f"  skip: {e}")
+        return False
+    return True
 
 
 # -- copy (seed 000 B.1) -------------------------------------------------------------------------------
@@ -79,10 +86,7 @@ def bench_copy(a) -> List[Dict]:
     eval_all = copy_b1(a.eval_batch, a.l, rng=10_000 + a.seed)
     eval_l = copy_b1(a.eval_batch, a.l, rng=20_000 + a.seed, min_length=a.l)
     for mode in a.modes:
-        try:
-            require_core(a.core, "rtrl" if mode.startswith("rtrl") else None)
-        except CoreUnavailable as e:
-            _skip(str(e))
+        if not _usable(a.core, "rtrl" if mode.startswith("rtrl") else None):
             continue
         k = a.k if mode in ("tbptt", "rtrl-segment", "truncated") else 1
         model = build_model(a.core, (3, 2), a.hidden, mode, seed=a.seed)
@@ -123,10 +127,7 @@ def bench_copy_lru(a) -> List[Dict]:
     eval_b = copy_patterns(a.eval_batch, rng=10_000 + a.seed, n_patterns=a.patterns, bits=a.bits, delay=a.delay)
     for method in a.methods:
         mode, k = LRU_METHODS[method]
-        try:
-            require_core(a.core, "rtrl" if mode.startswith("rtrl") else None)
-        except CoreUnavailable as e:
-            _skip(str(e))
+        if not _usable(a.core, "rtrl" if mode.startswith("rtrl") else None):
             continue
         opts = dict(layers=a.layers, r_min=a.r_min, r_max=a.r_max) if a.core == "lru" else {}
         model = build_model(a.core, (a.bits + 1, a.bits), a.N, mode, encoder_size=a.H, seed=a.seed, **opts)
@@ -163,10 +164,7 @@ def bench_listops(a) -> List[Dict]:
     majority = float(np.bincount(labels, minlength=10).max() / len(labels))
     print(f"  eval set: {a.eval_batch} expressions, majority-class accuracy {majority:.3f}")
     for mode in a.modes:
-        try:
-            require_core(a.core, "rtrl" if mode.startswith("rtrl") else None)
-        except CoreUnavailable as e:
-            _skip(str(e))
+        if not _usable(a.core, "rtrl" if mode.startswith("rtrl") else None):
             continue
         opts = dict(layers=a.layers) if a.core == "lru" else {}
         model = build_model(a.core, (15, 10), a.hidden, mode, encoder_size=a.encoder or None, seed=a.seed, **opts)
@@ -245,10 +243,7 @@ def bench_trace(a) -> List[Dict]:
         curves[f"{task}|oracle"] = ([float(e) for e in edges[1:]], [float(err[i:j].mean()) for i, j in
                                                                     zip(edges[:-1], edges[1:])])
         for c in trace_configs(a, n_in):
-            try:
-                require_core(c["core"], c["learning"])
-            except CoreUnavailable as e:
-                _skip(str(e))
+            if not _usable(c["core"], c["learning"]):
                 continue
             best = None
             for lr in a.lr:

@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from r2ac.config import apply_overrides, load_config
+from r2ac.experiments.common import read_curve, write_results_md
 from r2ac.runtime.local import evaluate
 from r2ac.runtime.pipeline import STEM_FILE, pretrain, run_training, stage_configs
 
@@ -45,9 +46,7 @@ def main(argv=None) -> int:
             ev = evaluate(run)
             rows.append({"learning": learning, "seed": seed, "return": ev["mean"], "std_over_sets": ev["std"],
                          "steps": ev["step"]})
-            with open(os.path.join(run, "metrics.csv")) as f:
-                curves[(learning, seed)] = [(float(r["step"]), float(r["episode_return"]))
-                                            for r in csv.DictReader(f) if r.get("episode_return")]
+            curves[(learning, seed)] = list(zip(*read_curve(os.path.join(run, "metrics.csv"))))
     with open(os.path.join(a.out, "results.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
@@ -59,10 +58,7 @@ def main(argv=None) -> int:
     for learning in ("rtrl", "tbptt"):
         v = [r["return"] for r in rows if r["learning"] == learning]
         lines.append(f"| {learning} | {', '.join(f'{x:.2f}' for x in v)} | {np.mean(v):.2f} |")
-    text = "\n".join(lines)
-    with open(os.path.join(a.out, "results.md"), "w") as f:
-        f.write(text + "\n")
-    print(text)
+    write_results_md(a.out, lines)
     import matplotlib
 
     matplotlib.use("Agg")

@@ -26,6 +26,8 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from r2ac.experiments.common import read_curve, write_results_md
+
 #: agent -> (core, learning, core options)
 AGENTS: Dict[str, Tuple[str, str, dict]] = {
     "rtu-rtrl": ("rtu", "rtrl", {}),
@@ -92,16 +94,6 @@ def _train_one(config: str, overrides: List[str]) -> int:
     summary = train_ppo(load_config(config, overrides))
     print(json.dumps({k: summary[k] for k in ("run_dir", "status", "step", "recent_return", "wall_s")}))
     return 0 if summary["status"] == "finished" else 1
-
-
-def read_curve(path: str) -> Tuple[np.ndarray, np.ndarray]:
-    xs, ys = [], []
-    with open(path) as f:
-        for r in csv.DictReader(f):
-            if r.get("episode_return"):
-                xs.append(float(r["step"]))
-                ys.append(float(r["episode_return"]))
-    return np.array(xs), np.array(ys)
 
 
 def final_score(path: str, total: int, frac: float = 0.2) -> float:
@@ -206,11 +198,8 @@ def report(args, sizes) -> None:
                 se = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else float("nan")
                 cells.append(f"{v.mean():.3f} ± {se:.3f} (n={len(v)})" if len(v) > 1 else f"{v.mean():.3f} (n=1)")
         lines.append(f"| {t} | " + " | ".join(cells) + " |")
-    table = "\n".join(lines)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(f"Mean episode return over the last 20% of {args.steps} steps; mean ± s.e. over seeds.\n\n")
-        f.write(table + "\n")
-    print(table)
+    write_results_md(args.out, lines,
+                     preamble=f"Mean episode return over the last 20% of {args.steps} steps; mean ± s.e. over seeds.\n\n")
     plot(args)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from r2ac.config import load_config
 from r2ac.envs import make_vec_env
+from r2ac.experiments.common import read_curve, write_results_md
 from r2ac.evaluation import EpisodeQuota
 from r2ac.runtime.local import evaluate, play_episodes, train
 
@@ -52,11 +53,7 @@ def untrained_policy_returns(cfg, episodes: int, seed: int = 999):
 
 def training_return_windows(metrics_csv: str, fraction: float = 0.1):
     """Mean training return over the first and the last ``fraction`` of the logged agent steps."""
-    import csv
-
-    with open(metrics_csv) as f:
-        rows = [(float(r["step"]), float(r["episode_return"])) for r in csv.DictReader(f)
-                if r.get("episode_return") not in (None, "", "nan")]
+    rows = list(zip(*read_curve(metrics_csv)))
     if not rows:
         return float("nan"), float("nan")
     last_step = rows[-1][0]
@@ -126,10 +123,7 @@ def main(argv=None) -> int:
     table += [f"| {n} | {m:.2f} +- {se:.2f} |" for n, m, se in rows]
     table += [f"| training episodes, first 10 % of steps | {early:.2f} |",
               f"| training episodes, last 10 % of steps | {late:.2f} |"]
-    text = "\n".join(table)
-    with open(os.path.join(a.out, "results.md"), "w") as f:
-        f.write(text + "\n")
-    print(text)
+    write_results_md(a.out, table)
     return 0
 
 

@@ -21,6 +21,8 @@ import time
 
 import numpy as np
 
+from r2ac.experiments.common import read_curve, write_results_md
+
 METHODS = {
     "rtrl": ["model.core=elstm", "model.learning=rtrl"],
     "tbptt": ["model.core=elstm", "model.learning=tbptt"],
@@ -37,16 +39,6 @@ def train_cmd(args, method, seed):
             f"name=tmaze_{method}_seed{seed}", f"seed={seed}", f"total_steps={args.steps}",
             f"learner.unroll_length={args.M}", f"env.options={{corridor_length: {args.corridor}}}",
             "logger.progress_bar=false", "logger.tensorboard=false", *METHODS[method], *args.override]
-
-
-def read_curve(path):
-    xs, ys = [], []
-    with open(path) as f:
-        for r in csv.DictReader(f):
-            if r.get("episode_return"):
-                xs.append(float(r["step"]))
-                ys.append(float(r["episode_return"]))
-    return np.array(xs), np.array(ys)
 
 
 def main(argv=None) -> int:
@@ -102,10 +94,7 @@ def main(argv=None) -> int:
     for m in args.methods:
         v = [r["success"] for r in rows if r["method"] == m]
         lines.append(f"| {m} | {', '.join(f'{x:.3f}' for x in v)} | {np.mean(v):.3f} | {np.std(v):.3f} |")
-    table = "\n".join(lines)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(table + "\n")
-    print(table)
+    write_results_md(args.out, lines)
 
     import matplotlib
 

@@ -106,19 +106,39 @@ def recreate_envs(cfg: Config, actor, index: int, failures: int) -> None:
     actor.dropped += 1
 
 
-def start_run(cfg: Config, resume: bool) -> Optional[dict]:
-    """Check and create the run directory, save its config, seed the RNGs; returns the checkpoint to
-    resume from (``None`` for a fresh run)."""
-    run_dir = run_dir_of(cfg)
-    ckpt = None
+def checkpoint_to_resume(run_dir: str, resume: bool) -> Optional[dict]:
+    """The newest checkpoint of ``run_dir`` when resuming (an error if there is none), ``None`` for a fresh
+    run (an error if the directory already holds checkpoints: a fresh run must not overwrite them)."""
     if resume:
         ckpt = load_latest_checkpoint(run_dir)
         if ckpt is None:
             raise FileNotFoundError(f"--resume {run_dir}: no checkpoint found in {run_dir}/checkpoints")
-    elif load_latest_checkpoint(run_dir) is not None:
+        return ckpt
+    if load_latest_checkpoint(run_dir) is not None:
         raise FileExistsError(
             f"run directory {run_dir} already holds checkpoints: continue it with `r2ac train --resume {run_dir}` "
             f"or choose another run_dir=... / name=...")
+    return None
+
+
+def stop_status(exc: BaseException) -> str:
+    """The summary status of a run that ended by raising ``exc``."""
+    from r2ac.agent.learner import NonFiniteLossError
+
+    if isinstance(exc, NonFiniteLossError):
+        return "stopped: non-finite loss"
+    if isinstance(exc, RunAborted):
+        return "stopped: rollouts keep failing"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return f"failed: {type(exc).__name__}"
+
+
+def start_run(cfg: Config, resume: bool) -> Optional[dict]:
+    """Check and create the run directory, save its config, seed the RNGs; returns the checkpoint to
+    resume from (``None`` for a fresh run)."""
+    run_dir = run_dir_of(cfg)
+    ckpt = checkpoint_to_resume(run_dir, resume)
     os.makedirs(run_dir, exist_ok=True)
     save_config(cfg, os.path.join(run_dir, "config.yaml"))
     set_fast_math(cfg.runtime.torch_threads)

@@ -12,13 +12,13 @@ import numpy as np
 import torch
 
 from r2ac.agent.actor import Actor
-from r2ac.agent.learner import NonFiniteLossError
 from r2ac.checkpoint import load_checkpoint, load_latest_checkpoint
 from r2ac.config import ConfigError, Config, config_from_dict
 from r2ac.evaluation import EpisodeQuota
 from r2ac.envs import make_vec_env
 from r2ac.runtime.common import (RecentEpisodes, RunAborted, TrainingSession, build_net, make_env,  # noqa: F401
-                                 recreate_envs, resolve_device, run_dir_of, set_fast_math, start_run)
+                                 recreate_envs, resolve_device, run_dir_of, set_fast_math, start_run,
+                                 stop_status)
 
 
 def train(cfg: Config, resume: bool = False, time_limit_s: Optional[float] = None) -> Dict:
@@ -56,14 +56,8 @@ def train(cfg: Config, resume: bool = False, time_limit_s: Optional[float] = Non
             session.tick()
         if session.counters["step"] < cfg.total_steps:
             status = "stopped: time limit"
-    except NonFiniteLossError:
-        status = "stopped: non-finite loss"
-        raise
-    except RunAborted:
-        status = "stopped: rollouts keep failing"
-        raise
-    except KeyboardInterrupt:
-        status = "interrupted"
+    except BaseException as e:
+        status = stop_status(e)
         raise
     finally:
         try:

@@ -41,11 +41,10 @@ import ray
 import torch
 
 from r2ac.agent.actor import Actor
-from r2ac.agent.learner import NonFiniteLossError
 from r2ac.config import Config, ConfigError, config_from_dict, config_to_dict
 from r2ac.logger import progress
 from r2ac.runtime.common import (RunAborted, TrainingSession, build_net, make_env, recreate_envs, run_dir_of,
-                                 set_fast_math, start_run)
+                                 set_fast_math, start_run, stop_status)
 
 # A worker that delivers nothing for this long after its process failed (Ray keeps restarting it), or
 # whose process is reported dead for good, is given up; when none is left the run stops.
@@ -270,11 +269,8 @@ class LearnerProcess:
                 status = "interrupted"
             elif session.counters["step"] < cfg.total_steps:
                 status = "stopped: time limit"
-        except NonFiniteLossError:
-            status = "stopped: non-finite loss"
-            raise
-        except RunAborted:
-            status = "stopped: rollouts keep failing"
+        except BaseException as e:
+            status = stop_status(e)
             raise
         finally:
             summary = session.finish(status)
