@@ -3,6 +3,7 @@
 Env ids::
 
     tmaze, watermaze                 built-in memory tasks (numpy-vectorized), see r2ac.envs.memory
+    cue, copy                        built-in long-credit recall tasks (delayed cue, copy), r2ac.envs.recall
     atari:<Game>                     ale-py native vector env, e.g. atari:Breakout, atari:MsPacman
     procgen:<game>                   procgen's vector env, e.g. procgen:chaser
     dmlab:<level>                    DeepMind Lab (Docker image only), e.g. dmlab:rooms_watermaze
@@ -35,6 +36,7 @@ from r2ac.envs.dmlab import DMLabVecEnv
 from r2ac.envs.gym_env import GymVecEnv
 from r2ac.envs.memory import TMazeEnv, TMazeVecEnv, WatermazeEnv, WatermazeVecEnv
 from r2ac.envs.procgen_env import ProcgenVecEnv
+from r2ac.envs.recall import CopyVecEnv, CueVecEnv
 
 __all__ = [
     "ENV_KINDS",
@@ -52,6 +54,8 @@ __all__ = [
 ENV_KINDS: dict[str, type[VecEnv]] = {
     "tmaze": TMazeVecEnv,
     "watermaze": WatermazeVecEnv,
+    "cue": CueVecEnv,
+    "copy": CopyVecEnv,
     "atari": AtariVecEnv,
     "procgen": ProcgenVecEnv,
     "dmlab": DMLabVecEnv,
@@ -67,12 +71,12 @@ POMDP_KINDS: dict[str, type[VecEnv]] = {
     "popgym": PopGymVecEnv,
 }
 _ALL_KINDS: dict[str, type[VecEnv]] = {**ENV_KINDS, **POMDP_KINDS}
-_MEMORY_KINDS = ("tmaze", "watermaze")
+_MEMORY_KINDS = ("tmaze", "watermaze", "cue", "copy")
 _PREFIX_KINDS = ("atari", "procgen", "dmlab", "gym") + tuple(POMDP_KINDS)
 _FREE_OPTION_KINDS = ("gym",) + tuple(POMDP_KINDS)
 
 _ALLOWED_IDS = (
-    "'tmaze', 'watermaze', 'atari:<Game>' (e.g. atari:Breakout), 'procgen:<game>' (e.g. procgen:chaser), "
+    "'tmaze', 'watermaze', 'cue', 'copy', 'atari:<Game>' (e.g. atari:Breakout), 'procgen:<game>' (e.g. procgen:chaser), "
     "'dmlab:<level>' (e.g. dmlab:rooms_watermaze), 'gym:<gymnasium id>' (e.g. gym:CartPole-v1), "
     "'gym:<module>:<Id>' or '<module>:<Id>'; with continuous actions (PPO): 'gymc:<id>', "
     "'mujoco:<Env-vN>', 'mujoco-p:<Env-vN>' (e.g. mujoco-p:HalfCheetah-v5), 'mujoco-v:<Env-vN>', "

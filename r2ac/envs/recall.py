@@ -1,0 +1,168 @@
+"""Long-credit recall tasks for ``r2ac bench memory``: a delayed cue (pixels or vectors, optionally with
+distractors) and the copy task as an RL problem. Numpy-vectorised like ``r2ac.envs.memory``.
+
+``cue`` — delayed cue (``num_actions = cues``, chance ``1 / cues``)
+    Step 0 shows the cue: one of ``cues`` colours. Steps 1..``span`` show blank frames (or, with
+    ``distractors > 0``, noise frames with that probability per step). Step ``span + 1`` shows the query
+    frame; the action taken there ends the episode with reward 1 if it names the cue (action index = cue
+    index) and 0 otherwise. Actions elsewhere do nothing. The credit span from cue to decision is
+    ``span + 1`` steps; an episode lasts ``span + 2`` steps. ``info["success"]`` is 1.0 / 0.0 at its end.
+
+    ``obs="pixels"``: uint8 ``(3, size, size)``; the cue fills the frame with its colour (red, green,
+    blue, yellow, magenta, cyan, then greys), the query is a white frame, a distractor is uniform noise in
+    every pixel. ``obs="vector"``: float32 ``(cues + 1,)``: the cue is one-hot in the first ``cues``
+    entries, the query sets the last entry, a distractor puts uniform [0, 1) noise on the first ``cues``.
+
+``copy`` — copy task as an RL problem (``num_actions = 2``, vector observations ``(4,)``)
+    Steps 0..``symbols - 1`` show random bits (one-hot in entries 0/1), then ``span`` blank steps, then
+    ``symbols`` query steps (entry 3). At the k-th query step the action must be the k-th bit: reward
+    ``1 / symbols`` per correct bit. The credit span is ``span + symbols`` steps; ``info["success"]`` is
+    1.0 when every bit was right (chance ``2 ** -symbols``); the return is the fraction right.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from r2ac.envs.base import EpisodeTracker, VecEnv, check_actions, nan_where_not
+from r2ac.envs.memory import _check_float, _check_int
+
+__all__ = ["CopyVecEnv", "CueVecEnv"]
+
+_CUE_COLOURS = np.array([(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (255, 0, 255), (0, 255, 255),
+                         (96, 96, 96), (160, 160, 160)], dtype=np.uint8)
+
+
+class _RecallVecEnv(VecEnv):
+    """Shared stepping: per-env step counter ``t``, episode tracker, same-step autoreset."""
+
+    def __init__(self, num_envs: int, seed: int) -> None:
+        self.num_envs = _check_int("num_envs", num_envs, 1)
+        self.rng = np.random.default_rng(seed)
+        self.tracker = EpisodeTracker(self.num_envs)
+        self.t = np.zeros(self.num_envs, dtype=np.int64)
+        self._needs_reset = True
+
+    def _new_episodes(self, mask: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _observe(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _reward(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(reward, episode over, success at episode end) for the current step's actions."""
+        raise NotImplementedError
+
+    def reset(self) -> np.ndarray:
+        self._new_episodes(np.ones(self.num_envs, dtype=bool))
+        self.tracker.reset()
+        self._needs_reset = False
+        return self._observe()
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        if self._needs_reset:
+            raise RuntimeError("call reset() before step()")
+        actions = check_actions(actions, self.num_envs, self.num_actions)
+        reward, done, success = self._reward(actions)
+        self.t += 1
+        info = self.tracker.update(reward, done)
+        info["success"] = nan_where_not(done, success)
+        info["truncated"] = np.zeros(self.num_envs, dtype=bool)
+        if done.any():
+            self._new_episodes(done)
+        return self._observe(), reward, done, info
+
+
+class CueVecEnv(_RecallVecEnv):
+    """Delayed cue (see the module docstring)."""
+
+    def __init__(self, num_envs: int, seed: int, *, span: int = 100, cues: int = 3, obs: str = "pixels",
+                 size: int = 16, distractors: float = 0.0) -> None:
+        super().__init__(num_envs, seed)
+        self.span = _check_int("span", span, 0)
+        self.cues = _check_int("cues", cues, 2)
+        if self.cues > len(_CUE_COLOURS):
+            raise ValueError(f"option 'cues' must be <= {len(_CUE_COLOURS)}, got {cues}")
+        if obs not in ("pixels", "vector"):
+            raise ValueError(f"option 'obs' must be 'pixels' or 'vector', got {obs!r}")
+        self.obs = obs
+        self.size = _check_int("size", size, 1)
+        self.distractors = _check_float("distractors", distractors)
+        if not 0.0 <= self.distractors <= 1.0:
+            raise ValueError(f"option 'distractors' must be a probability in [0, 1], got {distractors!r}")
+        self.num_actions = self.cues
+        if obs == "pixels":
+            self.observation_shape = (3, self.size, self.size)
+            self.observation_dtype = np.uint8
+        else:
+            self.observation_shape = (self.cues + 1,)
+            self.observation_dtype = np.float32
+        self.cue = np.zeros(self.num_envs, dtype=np.int64)
+
+    def _new_episodes(self, mask: np.ndarray) -> None:
+        self.cue[mask] = self.rng.integers(0, self.cues, size=int(mask.sum()))
+        self.t[mask] = 0
+
+    def _observe(self) -> np.ndarray:
+        n = self.num_envs
+        at_cue, at_query = self.t == 0, self.t == self.span + 1
+        noise = (~at_cue & ~at_query) & (self.rng.random(n) < self.distractors) if self.distractors > 0 else None
+        if self.obs == "vector":
+            o = np.zeros((n, self.cues + 1), dtype=np.float32)
+            o[at_cue, self.cue[at_cue]] = 1.0
+            o[at_query, -1] = 1.0
+            if noise is not None and noise.any():
+                o[noise, :-1] = self.rng.random((int(noise.sum()), self.cues), dtype=np.float32)
+            return o
+        o = np.zeros((n, 3, self.size, self.size), dtype=np.uint8)
+        o[at_cue] = _CUE_COLOURS[self.cue[at_cue]][:, :, None, None]
+        o[at_query] = 255
+        if noise is not None and noise.any():
+            o[noise] = self.rng.integers(0, 256, size=(int(noise.sum()), 3, self.size, self.size), dtype=np.uint8)
+        return o
+
+    def _reward(self, actions):
+        done = self.t == self.span + 1
+        success = done & (actions == self.cue)
+        return success.astype(np.float32), done, success.astype(np.float64)
+
+
+class CopyVecEnv(_RecallVecEnv):
+    """Copy task as an RL problem (see the module docstring)."""
+
+    num_actions = 2
+    observation_shape = (4,)
+    observation_dtype = np.float32
+
+    def __init__(self, num_envs: int, seed: int, *, span: int = 100, symbols: int = 3) -> None:
+        super().__init__(num_envs, seed)
+        self.span = _check_int("span", span, 0)
+        self.symbols = _check_int("symbols", symbols, 1)
+        self.bits = np.zeros((self.num_envs, self.symbols), dtype=np.int64)
+        self.right = np.zeros(self.num_envs, dtype=np.int64)
+
+    def _new_episodes(self, mask: np.ndarray) -> None:
+        self.bits[mask] = self.rng.integers(0, 2, size=(int(mask.sum()), self.symbols))
+        self.right[mask] = 0
+        self.t[mask] = 0
+
+    def _observe(self) -> np.ndarray:
+        n, L = self.num_envs, self.symbols
+        o = np.zeros((n, 4), dtype=np.float32)
+        show = self.t < L
+        o[show, self.bits[show, self.t[show]]] = 1.0
+        o[self.t >= L + self.span, 3] = 1.0
+        blank = ~show & (self.t < L + self.span)
+        o[blank, 2] = 1.0
+        return o
+
+    def _reward(self, actions):
+        L = self.symbols
+        k = self.t - L - self.span  # index of the bit asked for at a query step
+        query = k >= 0
+        correct = query & (actions == self.bits[np.arange(self.num_envs), np.clip(k, 0, L - 1)])
+        self.right += correct
+        done = k == L - 1
+        return correct.astype(np.float32) / L, done, (self.right == L).astype(np.float64)

@@ -1,0 +1,92 @@
+"""The long-credit recall tasks (r2ac.envs.recall): layout, rewards, chance levels, distractors, errors."""
+
+import numpy as np
+import pytest
+
+from r2ac.envs import make_vec_env
+
+
+def _run(venv, policy, steps):
+    obs = venv.reset()
+    ends = []
+    for _ in range(steps):
+        obs, reward, done, info = venv.step(policy(obs))
+        ends += list(info["success"][done])
+    return np.array(ends)
+
+
+@pytest.mark.parametrize("obs", ["pixels", "vector"])
+def test_cue_episode_layout_and_reward(obs):
+    venv = make_vec_env("cue", 4, 0, span=3, obs=obs)
+    o = venv.reset()
+    cue = venv.cue.copy()
+    assert venv.num_actions == 3
+    if obs == "pixels":
+        assert o.shape == (4, 3, 16, 16) and o.dtype == np.uint8
+        assert (o.reshape(4, 3, -1).max(-1) > 0).any(1).all()  # the cue frame is coloured
+    else:
+        assert o.shape == (4, 4) and np.array_equal(o[np.arange(4), cue], np.ones(4))
+    for t in range(1, 5):  # 3 blank frames, then the query
+        o, r, d, info = venv.step(np.zeros(4, dtype=np.int64))
+        assert not d.any() and not r.any()
+        blank = o.reshape(4, -1)
+        if t <= 3:
+            assert blank.max() == 0
+        else:
+            assert (blank.min(1) > 0).all() if obs == "pixels" else (o[:, -1] == 1).all()
+    o, r, d, info = venv.step(cue)  # answering with the cue pays 1 and ends the episode
+    assert d.all() and np.array_equal(r, np.ones(4, dtype=np.float32))
+    assert np.array_equal(info["success"], np.ones(4)) and np.array_equal(info["episode_length"], np.full(4, 5))
+
+
+def test_cue_chance_and_oracle():
+    venv = make_vec_env("cue", 64, 1, span=5, obs="vector")
+    rng = np.random.default_rng(0)
+    random = _run(venv, lambda o: rng.integers(0, 3, 64), 7 * 40)
+    assert abs(random.mean() - 1 / 3) < 0.05
+    memory = {}
+
+    def oracle(o):  # remembers the one-hot of the first frame
+        first = o[:, :3].max(1) == 1
+        for b in np.flatnonzero(first):
+            memory[b] = int(o[b, :3].argmax())
+        return np.array([memory[b] for b in range(64)])
+    assert _run(make_vec_env("cue", 64, 1, span=5, obs="vector"), oracle, 7 * 10).mean() == 1.0
+
+
+def test_cue_distractors_fill_the_gap():
+    venv = make_vec_env("cue", 8, 0, span=20, distractors=1.0)
+    venv.reset()
+    o, *_ = venv.step(np.zeros(8, dtype=np.int64))
+    assert o.reshape(8, -1).std(1).min() > 30  # noise frames, not blank or solid colour
+    assert make_vec_env("cue", 8, 0, span=20, distractors=0.0).step is not None
+
+
+def test_copy_rewards_each_bit():
+    venv = make_vec_env("copy", 2, 0, span=2, symbols=3)
+    o = venv.reset()
+    bits = venv.bits.copy()
+    seen = [o[:, :2].argmax(1)]
+    for _ in range(2):
+        o, *_ = venv.step(np.zeros(2, dtype=np.int64))
+        seen.append(o[:, :2].argmax(1))
+    assert np.array_equal(np.stack(seen, 1), bits)
+    for t in range(3):  # two blank frames, then the first query
+        o, r, d, _ = venv.step(np.zeros(2, dtype=np.int64))
+        assert not r.any() and (o[:, 2] == (t < 2)).all()
+    total = np.zeros(2)
+    for k in range(3):
+        assert (o[:, 3] == 1).all()
+        answer = bits[:, k].copy()
+        answer[1] = 1 - answer[1] if k == 0 else answer[1]  # env 1 gets the first bit wrong
+        o, r, d, info = venv.step(answer)
+        total += r
+    assert d.all() and np.allclose(total, [1.0, 2 / 3]) and np.array_equal(info["success"], [1.0, 0.0])
+
+
+@pytest.mark.parametrize("kind,options,needle", [
+    ("cue", {"obs": "rgb"}, "'obs'"), ("cue", {"cues": 1}, "'cues'"), ("cue", {"distractors": 2.0}, "'distractors'"),
+    ("cue", {"span": -1}, "'span'"), ("copy", {"symbols": 0}, "'symbols'"), ("copy", {"spam": 1}, "spam")])
+def test_recall_bad_options(kind, options, needle):
+    with pytest.raises(ValueError, match=needle):
+        make_vec_env(kind, 2, 0, **options)
