@@ -6,7 +6,7 @@
     r2ac train CONFIG runtime.kind=ray [--address ADDR]   on Ray: a local instance, or join a cluster
     r2ac pretrain CONFIG                     TBPTT training, then export the stem (stem.safetensors)
     r2ac pipeline CONFIG                     pretrain the stem, then train with it frozen
-    r2ac bench core|envs|system|tasks [...]  benchmarks: print a table, write CSV (+ PNG)
+    r2ac bench core|envs|system|tasks|memory [...]  benchmarks: print a table, write CSV (+ PNG)
 """
 
 from __future__ import annotations
@@ -81,6 +81,8 @@ def _bench(args, rest: List[str]) -> int:
         from r2ac.bench.system import main as bench_main
     elif args.what == "tasks":
         from r2ac.bench.tasks import main as bench_main
+    elif args.what == "memory":
+        from r2ac.bench.memory import main as bench_main
     else:  # pragma: no cover - argparse restricts choices
         raise SystemExit(f"unknown benchmark {args.what}")
     return bench_main(rest)
@@ -107,7 +109,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--num-envs", type=int, default=None)
     # no -h of its own: `r2ac bench core -h` shows the benchmark's options
     p = sub.add_parser("bench", help="benchmarks (print a table, write CSV and PNG)", add_help=False)
-    p.add_argument("what", choices=["core", "envs", "system", "tasks"])
+    p.add_argument("what", choices=["core", "envs", "system", "tasks", "memory"])
     args, rest = parser.parse_known_args(argv)
     from r2ac.config import ConfigError
 

@@ -237,7 +237,7 @@ def test_literal_suggestion_and_all_errors_reported():
     with pytest.raises(ConfigError, match="Did you mean 'linear'"):
         load_config(None, ["learner.lr_schedule=lineer"])
     with pytest.raises(ConfigError) as ei:
-        load_config(None, ["seed=-1", "learner.batch_size=0", "algo=a2c"])
+        load_config(None, ["seed=-1", "learner.batch_size=0", "algo=dqn"])
     assert len(ei.value.errors) == 3
     assert isinstance(ei.value, ValueError)
 

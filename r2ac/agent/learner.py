@@ -16,10 +16,35 @@ import torch
 from r2ac.agent.losses import impala_loss
 from r2ac.agent.nets import AgentNet
 from r2ac.agent.trajectory import observation_key, to_device
+from r2ac.cores.rtrl import CarryRecorder
 
 
 class NonFiniteLossError(RuntimeError):
     pass
+
+
+def make_optimizer(params, cfg) -> torch.optim.Optimizer:
+    """``learner.optimizer``: RMSProp (the paper's, with rmsprop_alpha/eps/momentum) or Adam (adam_eps)."""
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.learning_rate, eps=cfg.adam_eps)
+    return torch.optim.RMSprop(params, lr=cfg.learning_rate, alpha=cfg.rmsprop_alpha, eps=cfg.rmsprop_eps,
+                               momentum=cfg.rmsprop_momentum)
+
+
+@torch.no_grad()
+def gradient_diagnostics(recurrent, corrections: Dict, initial_state: Dict, sensitivity_keys) -> Dict[str, float]:
+    """Where the recurrent parameters' gradient comes from: ``carry_grad_norm`` is the norm of the carried
+    RTRL correction sum_k dL/ds_k(t0) S_k(t0) (identity 1), ``segment_grad_norm`` that of the rest, the
+    gradient from inside the segment; ``sensitivity_rms`` is the RMS of the shipped sensitivities. Empty for
+    a core without RTRL."""
+    if not corrections:
+        return {}
+    carry = sum(float(c.pow(2).sum()) for c in corrections.values())
+    inside = sum(float((p.grad - corrections.get(p, 0.0)).pow(2).sum()) for p in recurrent if p.grad is not None)
+    sens = [initial_state[k] for k in sensitivity_keys if k in initial_state]
+    n = sum(s.numel() for s in sens)
+    rms = math.sqrt(sum(float(s.double().pow(2).sum()) for s in sens) / max(n, 1))
+    return {"carry_grad_norm": math.sqrt(carry), "segment_grad_norm": math.sqrt(inside), "sensitivity_rms": rms}
 
 
 class Learner:
@@ -29,9 +54,8 @@ class Learner:
         self.cfg = cfg
         self.total_steps = int(total_steps)
         self.device = torch.device(device)
-        self.optimizer = torch.optim.RMSprop(
-            net.trainable_parameters(), lr=cfg.learning_rate, alpha=cfg.rmsprop_alpha, eps=cfg.rmsprop_eps,
-            momentum=cfg.rmsprop_momentum)
+        self.optimizer = make_optimizer(net.trainable_parameters(), cfg)
+        self.recurrent = [p for p in getattr(net.core, "recurrent_parameters", lambda: [])() if p.requires_grad]
         self.steps = 0            # agent steps consumed by updates
         self.updates = 0          # applied updates (= weight version)
         self.skipped = 0          # updates skipped for a non-finite loss or gradient
@@ -42,6 +66,14 @@ class Learner:
             return self.cfg.learning_rate
         return self.cfg.learning_rate * max(0.0, 1.0 - self.steps / self.total_steps)
 
+    def loss(self, outputs: Dict, batch: Dict):
+        """(loss, stats) of the learner's outputs on a batch: the IMPALA loss with V-trace targets."""
+        return impala_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
+                           entropy_cost=self.cfg.entropy_cost, reward_clip=self.cfg.reward_clip,
+                           clip_rho_threshold=self.cfg.clip_rho_threshold or None,
+                           clip_pg_rho_threshold=self.cfg.clip_pg_rho_threshold or None,
+                           normalize_pg_advantages=self.cfg.normalize_advantages)
+
     def update(self, batch: Dict) -> Dict[str, float]:
         """One learner step on a batch of B trajectories (M + 1 frames each)."""
         batch = to_device(batch, self.device)
@@ -49,16 +81,17 @@ class Learner:
         key = observation_key(batch)
         inputs = {key: batch[key], "reward": batch["reward"], "action": batch["action"], "done": batch["done"]}
         self.net.train()
-        outputs, _ = self.net(inputs, batch["initial_state"], return_state=False)
-        loss, stats = impala_loss(
-            outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
-            entropy_cost=self.cfg.entropy_cost, reward_clip=self.cfg.reward_clip)
-        lr = self.learning_rate()
-        self.optimizer.zero_grad(set_to_none=True)
-        stats["lr"] = lr
-        if not torch.isfinite(loss):
-            return self._skip(stats, "loss")
-        loss.backward()
+        with CarryRecorder() as carried:
+            outputs, _ = self.net(inputs, batch["initial_state"], return_state=False)
+            loss, stats = self.loss(outputs, batch)
+            lr = self.learning_rate()
+            self.optimizer.zero_grad(set_to_none=True)
+            stats["lr"] = lr
+            if not torch.isfinite(loss):
+                return self._skip(stats, "loss")
+            loss.backward()
+        stats.update(gradient_diagnostics(self.recurrent, carried.corrections, batch["initial_state"],
+                                          self.net.core.sensitivity_keys))
         params = self.net.trainable_parameters()
         clip = self.cfg.grad_norm_clip if self.cfg.grad_norm_clip > 0 else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)

@@ -25,6 +25,7 @@ __all__ = [
     "baseline_loss",
     "entropy",
     "entropy_loss",
+    "episode_end_stats",
     "gae_advantages",
     "impala_loss",
     "normalize_advantages",
@@ -74,6 +75,19 @@ def entropy_loss(logits: Tensor) -> Tensor:
     return -entropy(logits).sum()
 
 
+def episode_end_stats(ends: Tensor, values: Tensor, targets: Tensor, advantages: Tensor, ent: Tensor
+                      ) -> dict[str, float]:
+    """Diagnostics at the last step of each episode (where a delayed-cue task asks its question and pays):
+    mean V(x_t), mean |v_t - V(x_t)|, mean |A_t| and mean entropy over the steps t with ``ends[t]``;
+    {} when no episode ends in the batch. All inputs [T, B]."""
+    m = ends.to(torch.bool)
+    if not bool(m.any()):
+        return {}
+    with torch.no_grad():
+        return {"end_value": values[m].mean().item(), "end_value_error": (targets - values)[m].abs().mean().item(),
+                "end_abs_advantage": advantages[m].abs().mean().item(), "end_entropy": ent[m].mean().item()}
+
+
 def _require(mapping: Mapping[str, Tensor], keys: tuple[str, ...], what: str) -> None:
     missing = [k for k in keys if k not in mapping]
     if missing:
@@ -90,6 +104,7 @@ def impala_loss(
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     clip_c_threshold: float | None = 1.0,
+    normalize_pg_advantages: bool = False,
 ) -> tuple[Tensor, dict[str, float]]:
     """IMPALA loss on one batch of M+1-step trajectories (torchbeast monobeast layout).
 
@@ -106,6 +121,7 @@ def impala_loss(
         rewards   = clip(reward[1:], -reward_clip, reward_clip)   (no clipping if reward_clip <= 0)
         discounts = (1 - done[1:]) * discount
         V-trace (behaviour = batch policy_logits[1:], target = learner policy_logits[:-1])
+        (with ``normalize_pg_advantages`` A^pg is shifted and scaled to zero mean, unit std over the batch)
         L = L_pg(A^pg) + baseline_cost * 0.5 sum (v_s - V(x_s))^2 + entropy_cost * sum pi log pi
 
     All three terms are sums over time and batch. Returns (total_loss, stats) where stats holds
@@ -156,13 +172,17 @@ def impala_loss(
         clip_c_threshold=clip_c_threshold,
     )
 
-    pg_loss = policy_gradient_loss(target_logits, actions, vtrace_returns.pg_advantages)
+    pg_adv = vtrace_returns.pg_advantages
+    if normalize_pg_advantages:  # zero mean, unit std over the batch (not in IMPALA; an option)
+        pg_adv = normalize_advantages(pg_adv)
+    pg_loss = policy_gradient_loss(target_logits, actions, pg_adv)
     v_loss = baseline_loss(vtrace_returns.vs - values)
     h = entropy(target_logits)
     h_loss = -h.sum()
     total_loss = pg_loss + baseline_cost * v_loss + entropy_cost * h_loss
 
     stats = {
+        **episode_end_stats(batch["done"][1:], values, vtrace_returns.vs, vtrace_returns.pg_advantages, h),
         "total_loss": total_loss.item(),
         "pg_loss": pg_loss.item(),
         "baseline_loss": v_loss.item(),

@@ -51,6 +51,36 @@ def _contract(grads: Sequence[Tensor], sens: Tensor, param_shapes: Sequence[torc
     return [o.sum(1).reshape(shape) for o, shape in zip(out, param_shapes)]
 
 
+class CarryRecorder:
+    """Records the carried correction sum_k dL/ds_k(t0) S_k(t0) that ``rtrl_carry``'s backward adds to each
+    parameter's gradient (diagnostics: its size against the gradient from inside the segment).
+
+        with CarryRecorder() as rec:
+            loss.backward()
+        rec.corrections  # {parameter: its correction term, summed over the carries of the pass}
+    """
+
+    _active: List["CarryRecorder"] = []
+
+    def __init__(self) -> None:
+        self.corrections: dict = {}
+
+    def __enter__(self) -> "CarryRecorder":
+        CarryRecorder._active.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        CarryRecorder._active.remove(self)
+
+    @classmethod
+    def _record(cls, params: Sequence[Tensor], grads: Sequence[Optional[Tensor]]) -> None:
+        for rec in cls._active:
+            for p, g in zip(params, grads):
+                if g is not None:
+                    prev = rec.corrections.get(p)
+                    rec.corrections[p] = g.detach().clone() if prev is None else prev + g.detach()
+
+
 class _RTRLCarry(torch.autograd.Function):
     @staticmethod
     def forward(ctx, s0: Tensor, groups, *rest: Tensor) -> Tensor:  # type: ignore[override]
@@ -59,6 +89,7 @@ class _RTRLCarry(torch.autograd.Function):
         params, sens = rest[:n_params], rest[n_params:]
         ctx.groups = groups
         ctx.param_shapes = [p.shape for p in params]
+        ctx.params = params if CarryRecorder._active else None  # only for the diagnostics
         ctx.save_for_backward(*sens)
         return s0.clone()
 
@@ -71,6 +102,8 @@ class _RTRLCarry(torch.autograd.Function):
             shapes = [ctx.param_shapes[j] for j, _ in group]
             for (j, _), g in zip(group, _contract(mapped, s, shapes)):
                 grads[j] = g
+        if ctx.params is not None:
+            CarryRecorder._record(ctx.params, grads)
         return (grad_s, None, *grads, *([None] * len(sens)))
 
 

@@ -19,6 +19,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import torch
 
+from r2ac.agent.a2c import A2CLearner
 from r2ac.agent.learner import Learner
 from r2ac.agent.nets import AgentNet
 from r2ac.agent.stem_io import StemFileError, load_pretrained_stem
@@ -194,7 +195,8 @@ class TrainingSession:
         self.obs_shape, self.num_actions = tuple(observation_shape), int(num_actions)
         self.device = resolve_device(cfg.device)
         self.net = build_net(cfg, self.obs_shape, self.num_actions).to(self.device)
-        self.learner = Learner(self.net, cfg.learner, cfg.total_steps, self.device)
+        learner_cls = A2CLearner if cfg.algo == "a2c" else Learner
+        self.learner = learner_cls(self.net, cfg.learner, cfg.total_steps, self.device)
         self.counters = {k: 0 for k in COUNTERS}
         self.resumed = ckpt is not None
         if ckpt is not None:

@@ -19,6 +19,20 @@ from r2ac.runtime.common import run_dir_of
 STEM_FILE = "stem.safetensors"
 
 
+def check_a2c(cfg: Config) -> None:
+    """algo=a2c is the synchronous on-policy reference: one local actor whose env batch is one update."""
+    errors = []
+    if cfg.runtime.kind != "local":
+        errors.append("runtime.kind=local (A2C is synchronous)")
+    if cfg.runtime.num_actors != 1:
+        errors.append("runtime.num_actors=1")
+    if cfg.learner.batch_size != cfg.env.num_envs:
+        errors.append(f"learner.batch_size={cfg.env.num_envs} (= env.num_envs: each update is the actor's whole "
+                      "batch, on-policy)")
+    if errors:
+        raise ConfigError("algo=a2c needs " + ", ".join(errors))
+
+
 def run_training(cfg: Config, resume: bool = False, address: Optional[str] = None) -> Dict:
     """Train with the algorithm (``algo``) and runtime (``runtime.kind``) the config names."""
     if cfg.algo == "ppo":
@@ -28,6 +42,8 @@ def run_training(cfg: Config, resume: bool = False, address: Optional[str] = Non
         from r2ac.agent.ppo_runner import train_ppo
 
         return train_ppo(cfg, resume=resume)
+    if cfg.algo == "a2c":
+        check_a2c(cfg)
     if cfg.runtime.kind == "ray":
         from r2ac.runtime.ray_runtime import train as ray_train
 

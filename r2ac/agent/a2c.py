@@ -1,0 +1,69 @@
+"""The reference learner: minimal synchronous advantage actor-critic (A2C; Mnih et al. 2016) with the same
+network, cores (exact RTRL included) and trajectories as IMPALA.
+
+It exists to measure, not to guess, what the IMPALA learner's machinery costs on a task: ``algo: a2c``
+runs the local runtime with one actor whose whole env batch is one update (on-policy, no policy lag), and
+replaces V-trace, summed losses and RMSProp by n-step returns, mean losses and Adam:
+
+    G_t = r_{t+1} + gamma (1 - d_{t+1}) G_{t+1},   G_M = V(x_M)                    (n-step returns)
+    A_t = G_t - V(x_t)
+    L   = mean_t,b [ -log pi(a_t|x_t) A_t ] + c_V mean_t,b [ 0.5 (G_t - V(x_t))^2 ] - c_H mean_t,b H(pi(.|x_t))
+
+(indices as in ``impala_loss``: learner output t pairs with batch step t + 1).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+import torch
+from torch import Tensor
+
+from r2ac.agent.learner import Learner
+from r2ac.agent.losses import entropy, episode_end_stats
+from r2ac.agent.losses import normalize_advantages as normalize
+from r2ac.agent.vtrace import action_log_probs
+
+
+@torch.no_grad()
+def nstep_returns(rewards: Tensor, discounts: Tensor, bootstrap_value: Tensor) -> Tensor:
+    """G_t = rewards[t] + discounts[t] G_{t+1}, G_T = bootstrap_value. [T, B] -> [T, B]."""
+    out = torch.empty_like(rewards)
+    g = bootstrap_value
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        g = rewards[t] + discounts[t] * g
+        out[t] = g
+    return out
+
+
+def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: float = 0.99,
+             baseline_cost: float = 0.5, entropy_cost: float = 0.01, reward_clip: float = 1.0,
+             normalize_advantages: bool = False) -> Tuple[Tensor, Dict[str, float]]:
+    """The A2C loss above on one batch of M+1-step trajectories (means over time and batch)."""
+    values = outputs["baseline"][:-1]
+    logits = outputs["policy_logits"][:-1]
+    rewards = batch["reward"][1:].to(values.dtype)
+    if reward_clip > 0:
+        rewards = rewards.clamp(-reward_clip, reward_clip)
+    discounts = (~batch["done"][1:].to(torch.bool)).to(values.dtype) * discount
+    returns = nstep_returns(rewards, discounts, outputs["baseline"][-1].detach())
+    adv = returns - values.detach()
+    pg_adv = normalize(adv) if normalize_advantages else adv
+    pg_loss = -(action_log_probs(logits, batch["action"][1:]) * pg_adv).mean()
+    v_loss = 0.5 * (returns - values).pow(2).mean()
+    h = entropy(logits)
+    loss = pg_loss + baseline_cost * v_loss - entropy_cost * h.mean()
+    stats = {**episode_end_stats(batch["done"][1:], values, returns, adv, h), "total_loss": loss.item(),
+             "pg_loss": pg_loss.item(), "baseline_loss": v_loss.item(), "entropy": h.mean().item(),
+             "mean_value": values.mean().item(), "mean_abs_advantage": adv.abs().mean().item()}
+    return loss, stats
+
+
+class A2CLearner(Learner):
+    """The IMPALA ``Learner`` with its loss replaced by ``a2c_loss`` (optimizer from ``learner.optimizer``;
+    the ``a2c`` configs use Adam). Everything else (RTRL carry, clipping, skips, state) is shared."""
+
+    def loss(self, outputs, batch):
+        return a2c_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
+                        entropy_cost=self.cfg.entropy_cost, reward_clip=self.cfg.reward_clip,
+                        normalize_advantages=self.cfg.normalize_advantages)

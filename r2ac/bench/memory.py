@@ -1,0 +1,250 @@
+"""``r2ac bench memory``: long-credit learning on built-in tasks at spans far beyond the segment length M.
+
+Every run is a real training run (``runtime.kind=local``, one process, one torch thread) of the settings
+under test (by default ``configs/quickstart.yaml``: the defaults a user's new task starts from) with only
+the task swapped in and the method's overrides applied; nothing is tuned per task. Each run trains for a
+wall-clock budget and is judged from its training curve:
+
+    success      the mean training return of the episodes ended in a log row (averaged over the last 3
+                 rows); for the cue, copy and T-maze tasks it is the fraction solved (copy: bits right)
+    solved       first time (wall seconds, agent steps) that success >= --threshold
+    held         the lowest success after solving (``no collapse`` means held >= threshold)
+
+Tasks (``--tasks``; ``span`` = the steps from the information to the decision that needs it, in units of
+M = 10 by default ``--spans 100,300,1000``):
+
+    cue-pixels           delayed cue, 16x16 RGB frames, 3 cues (chance 1/3)
+    cue-vector           the same with one-hot vectors
+    cue-pixels-noise     pixel cue with a noise frame on half the steps between cue and query
+    cue-vector-noise     vector cue with noise vectors on half the steps between cue and query
+    tmaze                the built-in T-maze, corridor length = span (chance 1/2)
+    watermaze            the built-in watermaze, episode length = span (return = goals found; no chance line)
+    copy                 3 bits, span blank steps, then recall them (return = fraction right; chance 1/2)
+
+Methods (``--methods``): ``rtrl`` (the config as is), ``tbptt`` (truncated at the same M), ``tbptt-full``
+(M = the episode length, full BPTT where memory allows), ``feedforward`` (``model.core=none``), ``a2c``
+(the synchronous reference learner with Adam, ``r2ac.agent.a2c``).
+
+Writes ``<out>/memory_runs.csv`` (one row per run), ``<out>/memory.csv`` (medians over seeds),
+``<out>/memory.png`` (success against wall time, mean over seeds with a min-max band) and each run's
+directory under ``<out>/runs``; a finished run is not run again (the command resumes a bench).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import multiprocessing
+import os
+import statistics
+from typing import Dict, List, Optional, Sequence
+
+from r2ac.bench.common import format_table, machine_description, write_csv
+
+TASKS: Dict[str, tuple] = {
+    "cue-pixels": ("cue", lambda s: {"span": s, "obs": "pixels"}, lambda s: s + 2),
+    "cue-vector": ("cue", lambda s: {"span": s, "obs": "vector"}, lambda s: s + 2),
+    "cue-pixels-noise": ("cue", lambda s: {"span": s, "obs": "pixels", "distractors": 0.5}, lambda s: s + 2),
+    "cue-vector-noise": ("cue", lambda s: {"span": s, "obs": "vector", "distractors": 0.5}, lambda s: s + 2),
+    "tmaze": ("tmaze", lambda s: {"corridor_length": s}, lambda s: s + 1),
+    "watermaze": ("watermaze", lambda s: {"episode_length": s}, lambda s: s),
+    "copy": ("copy", lambda s: {"span": s, "symbols": 3}, lambda s: s + 6),
+}
+METHODS = ("rtrl", "tbptt", "tbptt-full", "feedforward", "a2c")
+RUN_COLUMNS = ["task", "span", "method", "seed", "status", "steps", "wall_s", "steps_per_s", "solved_s",
+               "solved_steps", "best", "final", "held"]
+SUMMARY_COLUMNS = ["task", "span", "method", "seeds", "solved", "median_solved_min", "max_solved_min",
+                   "median_solved_Msteps", "median_best", "median_final", "min_held"]
+
+
+def method_overrides(method: str, episode_steps: int, num_envs: int) -> List[str]:
+    if method == "rtrl":
+        return []
+    if method == "tbptt":
+        return ["model.learning=tbptt"]
+    if method == "tbptt-full":
+        return ["model.learning=tbptt", f"learner.unroll_length={episode_steps}"]
+    if method == "feedforward":
+        return ["model.core=none", "model.learning=tbptt"]
+    if method == "a2c":
+        return ["algo=a2c", "learner.optimizer=adam", f"learner.batch_size={num_envs}", "runtime.num_actors=1"]
+    raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+
+
+def run_config(base: str, task: str, span: int, method: str, seed: int, run_dir: str, extra: Sequence[str] = ()):
+    """The config of one bench run: ``base`` with the task swapped in and the method applied."""
+    from r2ac.config import apply_overrides, load_config
+
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
+    env_id, options, episode_steps = TASKS[task]
+    cfg = load_config(base)
+    opts = "{" + ", ".join(f"{k}: {v}" for k, v in options(span).items()) + "}"
+    overrides = [f"env.id={env_id}", "env.options={}", f"env.options={opts}", f"seed={seed}", f"run_dir={run_dir}",
+                 f"name={task}-{span}-{method}-s{seed}", "runtime.kind=local", "logger.progress_bar=false",
+                 "logger.tensorboard=false", "logger.wandb=false", "eval.sets=0", "checkpoint.interval_s=.inf",
+                 "total_steps=1000000000"]
+    overrides += method_overrides(method, episode_steps(span), cfg.env.num_envs) + list(extra)
+    return apply_overrides(cfg, overrides)
+
+
+def read_success_curve(metrics_csv: str, window: int = 3):
+    """[(wall seconds since the first row, agent steps, success averaged over the last ``window`` rows)]."""
+    rows = []
+    with open(metrics_csv) as f:
+        for r in csv.DictReader(f):
+            ret = r.get("episode_return", r.get("train/episode_return", ""))
+            if ret not in ("", "nan", None):
+                rows.append((float(r["wall_time"]), float(r["step"]), float(ret)))
+    if not rows:
+        return []
+    t0 = rows[0][0]
+    out = []
+    for i, (t, s, _) in enumerate(rows):
+        w = [x[2] for x in rows[max(0, i - window + 1): i + 1]]
+        out.append((t - t0, s, sum(w) / len(w)))
+    return out
+
+
+def judge(curve, threshold: float) -> Dict:
+    """Solved time/steps, best and final success and the lowest success after solving."""
+    if not curve:
+        return {"solved_s": math.nan, "solved_steps": math.nan, "best": math.nan, "final": math.nan, "held": math.nan}
+    solved = next((i for i, (_, _, v) in enumerate(curve) if v >= threshold and i >= 2), None)
+    return {"solved_s": curve[solved][0] if solved is not None else math.nan,
+            "solved_steps": curve[solved][1] if solved is not None else math.nan,
+            "best": max(v for *_, v in curve), "final": curve[-1][2],
+            "held": min(v for *_, v in curve[solved:]) if solved is not None else math.nan}
+
+
+def _one_run(job) -> Dict:
+    base, task, span, method, seed, run_dir, minutes, extra = job
+    summary_path = os.path.join(run_dir, "summary.json")
+    if not os.path.exists(summary_path):
+        import shutil
+
+        from r2ac.runtime.local import train
+
+        shutil.rmtree(run_dir, ignore_errors=True)  # an unfinished run starts over
+        cfg = run_config(base, task, span, method, seed, run_dir, extra)
+        try:
+            train(cfg, time_limit_s=minutes * 60)
+        except Exception as e:  # noqa: BLE001 - one failed run must not stop the bench
+            return {"task": task, "span": span, "method": method, "seed": seed, "status": f"failed: {e}"}
+    with open(summary_path) as f:
+        summary = json.load(f)
+    return {"task": task, "span": span, "method": method, "seed": seed, "status": summary["status"],
+            "steps": summary["step"], "steps_per_s": summary["steps_per_s"],
+            "run_dir": run_dir}
+
+
+def summarize(runs: List[Dict], threshold: float) -> List[Dict]:
+    groups: Dict[tuple, List[Dict]] = {}
+    for r in runs:
+        groups.setdefault((r["task"], r["span"], r["method"]), []).append(r)
+    out = []
+    for (task, span, method), rs in groups.items():
+        solved = [r for r in rs if not math.isnan(r.get("solved_s", math.nan))]
+        med = (lambda k, rows: statistics.median(r[k] for r in rows) if rows else math.nan)
+        ok = [r for r in rs if not math.isnan(r.get("best", math.nan))]
+        out.append({"task": task, "span": span, "method": method, "seeds": len(rs), "solved": f"{len(solved)}/{len(rs)}",
+                    "median_solved_min": med("solved_s", solved) / 60 if solved else math.nan,
+                    "max_solved_min": max(r["solved_s"] for r in solved) / 60 if solved else math.nan,
+                    "median_solved_Msteps": med("solved_steps", solved) / 1e6 if solved else math.nan,
+                    "median_best": med("best", ok), "median_final": med("final", ok),
+                    "min_held": min(r["held"] for r in solved) if solved else math.nan})
+    return out
+
+
+def plot(runs: List[Dict], curves: Dict[str, list], path: str, threshold: float, minutes: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    panels = sorted({(r["task"], r["span"]) for r in runs}, key=lambda p: (list(TASKS).index(p[0]), p[1]))
+    cols = min(3, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+    grid = np.linspace(0, minutes * 60, 121)
+    for ax, (task, span) in zip(axes.flat, panels):
+        for i, method in enumerate(METHODS):
+            cs = [curves[r["run_dir"]] for r in runs if (r["task"], r["span"], r["method"]) == (task, span, method)
+                  and curves.get(r.get("run_dir", ""))]
+            if not cs:
+                continue
+            ys = np.array([np.interp(grid, [t for t, _, _ in c], [v for *_, v in c], right=np.nan) for c in cs])
+            ok = ~np.isnan(ys).all(0)
+            mean = np.nanmean(ys[:, ok], 0)
+            ax.plot(grid[ok] / 60, mean, color=f"C{i}", label=f"{method} ({len(cs)} seeds)")
+            ax.fill_between(grid[ok] / 60, np.nanmin(ys[:, ok], 0), np.nanmax(ys[:, ok], 0), color=f"C{i}", alpha=0.2)
+        ax.axhline(threshold, color="grey", lw=0.8, ls="--")
+        ax.set_title(f"{task}, span {span}")
+        ax.set_xlabel("wall time (minutes, one CPU core per run)")
+        ax.set_ylabel("training success (return)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="r2ac bench memory", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default="configs/quickstart.yaml", help="the settings under test (default: quickstart)")
+    p.add_argument("--tasks", default="cue-pixels", help=f"comma-separated, from: {', '.join(TASKS)}; or 'all'")
+    p.add_argument("--spans", default="100", help="comma-separated credit spans in steps (e.g. 100,300,1000)")
+    p.add_argument("--methods", default="rtrl,tbptt", help=f"comma-separated, from: {', '.join(METHODS)}; or 'all'")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--minutes", type=float, default=10.0, help="wall-clock budget of each run")
+    p.add_argument("--threshold", type=float, default=0.9, help="success that counts as solved")
+    p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one process, one torch thread)")
+    p.add_argument("--out", default="bench_out/memory")
+    p.add_argument("overrides", nargs="*", help="key=value overrides applied to every run (e.g. learner.learning_rate=3e-3)")
+    args = p.parse_args(argv)
+    tasks = list(TASKS) if args.tasks == "all" else [t.strip() for t in args.tasks.split(",") if t.strip()]
+    methods = list(METHODS) if args.methods == "all" else [m.strip() for m in args.methods.split(",") if m.strip()]
+    bad = [t for t in tasks if t not in TASKS] + [m for m in methods if m not in METHODS]
+    if bad:
+        p.error(f"unknown task/method {bad}; tasks: {', '.join(TASKS)}; methods: {', '.join(METHODS)}")
+    spans = [int(s) for s in args.spans.split(",")]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    os.makedirs(args.out, exist_ok=True)
+    run_config(args.config, tasks[0], spans[0], methods[0], seeds[0], os.path.join(args.out, "check"),
+               args.overrides)  # a bad config or override fails here, before any run starts
+    jobs = [(args.config, t, s, m, seed, os.path.join(args.out, "runs", f"{t}-{s}-{m}-s{seed}"), args.minutes,
+             tuple(args.overrides)) for t in tasks for s in spans for m in methods for seed in seeds]
+    print(f"r2ac bench memory: {len(jobs)} runs of {args.minutes:g} min, {args.jobs} at a time, "
+          f"settings {args.config} {' '.join(args.overrides)}", flush=True)
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(args.jobs, maxtasksperchild=1) as pool:
+        runs = []
+        for r in pool.imap_unordered(_one_run, jobs):
+            print(f"  {r['task']} span {r['span']} {r['method']} seed {r['seed']}: {r['status']}", flush=True)
+            runs.append(r)
+    curves = {}
+    for r in runs:
+        path = os.path.join(r.get("run_dir", ""), "metrics.csv")
+        curves[r.get("run_dir", "")] = read_success_curve(path) if os.path.exists(path) else []
+        r.update(judge(curves[r.get("run_dir", "")], args.threshold))
+        r["wall_s"] = curves[r.get("run_dir", "")][-1][0] if curves[r.get("run_dir", "")] else math.nan
+    runs.sort(key=lambda r: (list(TASKS).index(r["task"]), r["span"], METHODS.index(r["method"]), r["seed"]))
+    summary = summarize(runs, args.threshold)
+    write_csv(os.path.join(args.out, "memory_runs.csv"), runs, RUN_COLUMNS)
+    write_csv(os.path.join(args.out, "memory.csv"), summary, SUMMARY_COLUMNS)
+    plot(runs, curves, os.path.join(args.out, "memory.png"), args.threshold, args.minutes)
+    print(format_table(summary, SUMMARY_COLUMNS))
+    print(f"\n{machine_description()}; {args.jobs} runs at a time, one torch thread each; success >= "
+          f"{args.threshold} over 3 log rows. CSV: {args.out}/memory.csv, {args.out}/memory_runs.csv; "
+          f"plot: {args.out}/memory.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,136 @@
+"""The A2C reference learner, the learner's gradient diagnostics and ``r2ac bench memory``."""
+
+import copy
+import csv
+import math
+
+import pytest
+import torch
+
+from r2ac.agent.a2c import A2CLearner, a2c_loss, nstep_returns
+from r2ac.agent.actor import Actor
+from r2ac.agent.learner import Learner, gradient_diagnostics
+from r2ac.agent.losses import impala_loss
+from r2ac.agent.nets import AgentNet
+from r2ac.agent.trajectory import concat
+from r2ac.config import ConfigError, load_config
+from r2ac.cores.rtrl import CarryRecorder
+from r2ac.envs import make_vec_env
+
+M = 6
+
+
+def _batch(seed=0, dtype=torch.float64, learning="rtrl", K=3):
+    torch.manual_seed(seed)
+    venv = make_vec_env("cue", 4, seed, span=7, obs="vector")
+    net = AgentNet(venv.observation_shape, venv.num_actions, stem="mlp", stem_channels=[], stem_fc=8, core="elstm",
+                   hidden_size=5, learning=learning, core_options={"forget_bias_init": 1.0}).to(dtype)
+    net.freeze_stem()
+    actor = Actor(copy.deepcopy(net), venv, M, seed=seed)
+    trajs = [actor.rollout() for _ in range(K)]
+    return net, trajs
+
+
+def _inputs(t):
+    return {"obs": t["obs"], "reward": t["reward"], "action": t["action"], "done": t["done"]}
+
+
+def test_nstep_returns_match_the_explicit_sum():
+    g = torch.Generator().manual_seed(0)
+    T, B = 7, 3
+    r, d = torch.rand(T, B, generator=g, dtype=torch.float64), torch.rand(T, B, generator=g, dtype=torch.float64)
+    boot = torch.rand(B, generator=g, dtype=torch.float64)
+    G = nstep_returns(r, d, boot)
+    for t in range(T):
+        ref, disc = torch.zeros(B, dtype=torch.float64), torch.ones(B, dtype=torch.float64)
+        for u in range(t, T):
+            ref += disc * r[u]
+            disc = disc * d[u]
+        assert torch.allclose(G[t], ref + disc * boot, atol=1e-14)
+
+
+def test_on_policy_a2c_advantage_equals_vtrace_pg_advantage():
+    """With the behaviour policy equal to the learner's (no lag), V-trace's targets are the n-step returns:
+    the A2C and IMPALA losses see the same advantages; only the reduction (mean vs sum) differs."""
+    net, trajs = _batch()
+    t = trajs[-1]
+    with torch.no_grad():
+        out, _ = net(_inputs(t), t["initial_state"], return_state=False)
+    t = dict(t, policy_logits=torch.cat([t["policy_logits"][:1], out["policy_logits"][:-1]]))
+    _, si = impala_loss(out, t, discount=0.9, baseline_cost=0.0, entropy_cost=0.0, reward_clip=0.0)
+    _, sa = a2c_loss(out, t, discount=0.9, baseline_cost=0.0, entropy_cost=0.0, reward_clip=0.0)
+    assert math.isclose(si["mean_abs_advantage"], sa["mean_abs_advantage"], rel_tol=1e-12)
+    assert math.isclose(si["pg_loss"], sa["pg_loss"] * M * 4, rel_tol=1e-9)
+
+
+def test_carry_recorder_splits_the_gradient_into_carry_and_segment():
+    """float64: the recorded correction is exactly the RTRL gradient minus the truncated gradient of the same
+    segment from the same state (sensitivities zeroed), and the diagnostics report its norm."""
+    net, trajs = _batch()
+    t = trajs[-1]
+    assert any(v.abs().sum() > 0 for k, v in t["initial_state"].items() if k.startswith("dc_"))
+
+    def grads(state):
+        net.zero_grad()
+        with CarryRecorder() as rec:
+            out, _ = net(_inputs(t), state, return_state=False)
+            impala_loss(out, t, discount=0.9)[0].backward()
+        return {p: p.grad.clone() for p in net.core.recurrent_parameters()}, rec.corrections
+
+    full, corr = grads(t["initial_state"])
+    zeroed = {k: (v if k == "c" else torch.zeros_like(v)) for k, v in t["initial_state"].items()}
+    trunc, _ = grads(zeroed)
+    assert set(corr) == set(full)
+    for p in full:
+        assert torch.allclose(full[p] - trunc[p], corr[p], atol=1e-13, rtol=0)
+    grads(t["initial_state"])
+    d = gradient_diagnostics(net.core.recurrent_parameters(), corr, t["initial_state"], net.core.sensitivity_keys)
+    ref = math.sqrt(sum(float(c.pow(2).sum()) for c in corr.values()))
+    assert math.isclose(d["carry_grad_norm"], ref, rel_tol=1e-12) and d["segment_grad_norm"] > 0
+    assert d["sensitivity_rms"] > 0
+    assert CarryRecorder._active == []
+
+
+def test_tbptt_learner_reports_no_carry():
+    net, trajs = _batch(learning="tbptt", dtype=torch.float32)
+    stats = Learner(net, load_config(None).learner, 10**6).update(concat(trajs))
+    assert "carry_grad_norm" not in stats and "end_abs_advantage" in stats
+
+
+@pytest.mark.parametrize("optimizer", ["rmsprop", "adam"])
+def test_learners_train_and_report(optimizer):
+    net, trajs = _batch(dtype=torch.float32)
+    cfg = load_config(None, [f"learner.optimizer={optimizer}", "learner.learning_rate=1e-3"]).learner
+    for cls in (Learner, A2CLearner):
+        learner = cls(copy.deepcopy(net), cfg, 10**6)
+        assert type(learner.optimizer).__name__ == {"rmsprop": "RMSprop", "adam": "Adam"}[optimizer]
+        stats = learner.update(concat(trajs))
+        assert learner.updates == 1 and stats["carry_grad_norm"] > 0 and stats["grad_norm"] > 0
+        assert {"end_value", "end_abs_advantage", "end_entropy", "policy_lag_mean"} <= set(stats)
+
+
+def test_a2c_config_is_checked(tmp_path):
+    from r2ac.runtime.pipeline import run_training
+
+    for bad, needle in ((["runtime.kind=ray"], "runtime.kind=local"), (["learner.batch_size=4"], "learner.batch_size=32"),
+                        (["runtime.num_actors=2"], "num_actors=1")):
+        cfg = load_config("configs/quickstart.yaml", ["algo=a2c", f"run_dir={tmp_path}"] + bad)
+        with pytest.raises(ConfigError, match=needle):
+            run_training(cfg)
+
+
+def test_bench_memory_runs_and_writes_tables(tmp_path, capsys):
+    from r2ac.bench.memory import main
+
+    out = tmp_path / "bm"
+    assert main(["--tasks", "cue-vector", "--spans", "3", "--methods", "rtrl,a2c", "--seeds", "0",
+                 "--minutes", "0.1", "--jobs", "2", "--out", str(out), "env.num_envs=8", "learner.batch_size=8",
+                 "model.hidden_size=8", "logger.log_interval_s=0.5"]) == 0
+    text = capsys.readouterr().out
+    assert "cue-vector" in text and "a2c" in text and "median_solved_min" in text
+    rows = list(csv.DictReader(open(out / "memory_runs.csv")))
+    assert {r["method"] for r in rows} == {"rtrl", "a2c"} and all(float(r["steps"]) > 0 for r in rows)
+    assert all(0.0 <= float(r["best"]) <= 1.0 for r in rows)
+    assert (out / "memory.png").stat().st_size > 0
+    with pytest.raises(SystemExit):
+        main(["--tasks", "nope", "--out", str(out)])
