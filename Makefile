@@ -33,3 +33,9 @@ lint: install
 
 clean:
 	rm -rf $(VENV) *.egg-info
+
+# DeepMind Lab (optional): `make dmlab DMLAB_WHEEL=path/to/deepmind_lab-1.0-py3-none-any.whl` installs a
+# wheel into the venv; without DMLAB_WHEEL, tools/build_dmlab.sh builds one from source (Bazel, ~3 GB).
+.PHONY: dmlab
+dmlab: install
+	DMLAB_WHEEL="$(DMLAB_WHEEL)" PYTHON=$(PY) tools/install_dmlab.sh

@@ -1,8 +1,8 @@
-"""Smoke test for a freshly built DeepMind Lab wheel (run by docker/dmlab.Dockerfile).
+"""Smoke test for a DeepMind Lab wheel (run by docker/dmlab.Dockerfile).
 
-Loads a built-in test level headless with the software (OSMesa) renderer, takes a
-few steps and checks the observation's shape. Exits non-zero on any failure, which
-fails the image build.
+Loads rooms_watermaze headless with the software (OSMesa) renderer at the size r2ac uses (96x72),
+steps it with action repeat 4 and checks the frames. Exits non-zero on any failure, which fails the
+image build.
 """
 
 import sys
@@ -13,25 +13,27 @@ import numpy as np
 def main() -> int:
     import deepmind_lab
 
-    width, height = 80, 60
-    lab = deepmind_lab.Lab(
-        "tests/empty_room_test",
-        ["RGB_INTERLACED"],
-        config={"fps": "60", "width": str(width), "height": str(height)},
-        renderer="software",
-    )
+    width, height = 96, 72
+    lab = deepmind_lab.Lab("contributed/dmlab30/rooms_watermaze", ["RGB_INTERLEAVED"],
+                           config={"width": str(width), "height": str(height), "logLevel": "WARN"},
+                           renderer="software")
     lab.reset(seed=1)
-    frame = lab.observations()["RGB_INTERLACED"]
+    first = lab.observations()["RGB_INTERLEAVED"]
     action = np.zeros(len(lab.action_spec()), dtype=np.intc)
+    action[0] = 20  # look right
     for _ in range(10):
         if not lab.is_running():
             lab.reset()
         lab.step(action, num_steps=4)
+    last = lab.observations()["RGB_INTERLEAVED"]
     lab.close()
-    if frame.shape != (height, width, 3) or frame.dtype != np.uint8:
-        print(f"unexpected observation {frame.shape} {frame.dtype}", file=sys.stderr)
+    if first.shape != (height, width, 3) or first.dtype != np.uint8:
+        print(f"unexpected observation {first.shape} {first.dtype}", file=sys.stderr)
         return 1
-    print(f"deepmind_lab OK: observation {frame.shape} {frame.dtype}")
+    if first.std() < 5 or np.array_equal(first, last):
+        print("frames look blank or do not change when turning", file=sys.stderr)
+        return 1
+    print(f"deepmind_lab OK: observation {first.shape} {first.dtype}, frames change when turning")
     return 0
 
 
