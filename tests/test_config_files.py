@@ -24,3 +24,14 @@ def test_config_loads(path):
     cfg = load_config(path)
     assert cfg.model.core in CORES
     parse_env_id(cfg.env.id)
+
+
+@pytest.mark.parametrize("path", [f for f in FILES if f.split("configs/")[1].split("/")[0] in ("atari", "dmlab", "procgen")])
+def test_paper_configs_keep_the_papers_optimiser(path):
+    """The schema's learner defaults are the small-CPU-run settings (Adam); the paper's configs state seed
+    000's Table 4 optimiser (RMSprop, alpha 0.99, momentum 0; lr 6e-4 and entropy 0.01 unless a quick config
+    says otherwise) themselves."""
+    L = load_config(path).learner
+    assert (L.optimizer, L.rmsprop_alpha, L.rmsprop_momentum) == ("rmsprop", 0.99, 0.0)
+    if "quick" not in path and "long" not in path:
+        assert (L.learning_rate, L.entropy_cost, L.rmsprop_eps) == (6e-4, 0.01, 0.01)

@@ -219,7 +219,8 @@ class TrainingSession:
         self.episodes.count = self.counters["episodes"]
         show = cfg.logger.progress_bar if progress_bar is None else progress_bar
         self.bar = progress(cfg.total_steps, initial=self.counters["step"], enabled=show)
-        self.stats: Dict[str, float] = {}
+        self.stats: Dict[str, float] = {}  # the last update's statistics
+        self._stat_sums: Dict[str, List[float]] = {}  # key -> [sum, count] since the last log row
         self.status = "running"
         self.failures_in_row = 0
         self.start_time = self.last_log_time = self._t_ckpt = time.time()
@@ -259,6 +260,10 @@ class TrainingSession:
         for batch in self.batcher.add(traj):
             t0 = time.perf_counter()
             self.stats = self.learner.update(batch)
+            for k, v in self.stats.items():
+                acc = self._stat_sums.setdefault(k, [0.0, 0])
+                acc[0] += v
+                acc[1] += 1
             if "policy_lag_mean" in self.stats:  # applied (a skipped non-finite update has no lag)
                 self._lags.append((self.stats["policy_lag_mean"], self.stats["policy_lag_max"]))
                 self.publish(self.learner.updates)
@@ -302,7 +307,10 @@ class TrainingSession:
         dt = max(now - self.last_log_time, 1e-9)
         step, lsteps, updates = self._marks()
         step0, lsteps0, updates0 = self._mark
-        row = {**self.stats, **self.episodes.pop_metrics(), "updates": updates,
+        # learner statistics: means over the updates since the previous row (the last ones if none)
+        means = {k: total / n for k, (total, n) in self._stat_sums.items()} or self.stats
+        self._stat_sums = {}
+        row = {**means, **self.episodes.pop_metrics(), "updates": updates,
                "steps_per_s": (step - step0) / dt,
                "env_frames_per_s": (step - step0) * self.frames_per_step / dt,
                "learner_steps_per_s": (lsteps - lsteps0) / dt,
