@@ -164,3 +164,19 @@ def test_dmlab_worker_processes_end_on_close(fake_dmlab_workers):
     venv.reset()
     venv.close()
     assert all(p.poll() == 0 for p in procs)
+
+
+def test_bench_envs_and_system_include_dmlab(fake_dmlab_workers, monkeypatch):
+    from r2ac.bench.system import CASES
+    from r2ac.envs.bench import DEFAULT_ENVS, bench_env
+
+    assert any(env.startswith("dmlab:") for env, _ in DEFAULT_ENVS)
+    assert any(env.startswith("dmlab:") for env in CASES)
+    row = bench_env("dmlab:rooms_watermaze", {"width": 8, "height": 6, "workers": 2}, num_envs=32, seconds=0.2,
+                    repeats=2, warmup_s=0.05)
+    assert row["status"] == "ok" and row["num_envs"] == 8          # at most 8 engine instances
+    assert row["steps_per_s"] > 0 and abs(row["frames_per_s"] - 4 * row["steps_per_s"]) <= 4
+    monkeypatch.setitem(sys.modules, "deepmind_lab", None)
+    monkeypatch.delenv("R2AC_DMLAB_MODULE")
+    row = bench_env("dmlab:rooms_watermaze", {}, seconds=0.1, repeats=1)
+    assert row["status"] == "skipped: deepmind_lab is not installed here"

@@ -11,11 +11,12 @@ For each env, side by side in one process run:
 
 Training runs are real ``train()`` calls stopped after ``--seconds``; their rate is the median of the
 per-second metric rows after a warm-up (the first third, at least 3 s). Rates are agent steps/s summed
-over envs; frames/s multiply by the action repeat (4 for Atari). Also reported: percent of the raw
+over envs; frames/s multiply by the action repeat (4 for Atari and DeepMind Lab; DMLab is skipped with
+its reason where ``make dmlab`` has not installed it). Also reported: percent of the raw
 rate, policy lag (learner version minus behaviour version, mean and max over the run), bytes shipped
 per trajectory, learner updates/s. Prints a table, writes ``system.csv`` and ``system.png``.
 
-    r2ac bench system                                   # tmaze, watermaze, atari:Breakout; 30 s per run
+    r2ac bench system                                   # tmaze, watermaze, atari:Breakout, dmlab; 30 s per run
     r2ac bench system --envs tmaze --seconds 10 --actors 1 2
 """
 
@@ -39,6 +40,10 @@ CASES: Dict[str, List[str]] = {
     "watermaze": ["env.id=watermaze", *_MEMORY],
     "atari:Breakout": ["env.id=atari:Breakout", "env.num_envs=16", "model.stem=shallow", "model.stem_channels=[16, 32]",
                        "model.hidden_size=256", "learner.unroll_length=20", "learner.batch_size=32"],
+    # configs/dmlab/select_nonmatching_quick_rtrl.yaml's model on rooms_watermaze (2 engine worker processes)
+    "dmlab:rooms_watermaze": ["env.id=dmlab:rooms_watermaze", "env.num_envs=8", "env.options={workers: 2}",
+                              "model.stem=shallow", "model.stem_channels=[16, 32]", "model.hidden_size=128",
+                              "learner.unroll_length=10", "learner.batch_size=8"],
 }
 COLUMNS = ["env", "mode", "actors", "num_envs", "steps_per_s", "frames_per_s", "pct_of_raw", "policy_lag_mean",
            "policy_lag_max", "bytes_per_trajectory", "learner_updates_per_s", "seconds", "load_avg_1min", "note"]

@@ -4,8 +4,9 @@ Each env is built with ``make_vec_env``, reset, warmed up, then stepped with uni
 (pre-drawn) for ``repeats`` timing windows of ``seconds`` each; the table reports the median window
 (and the slowest and fastest). "steps/s" are agent steps summed over the ``num_envs`` envs (one
 ``venv.step`` = ``num_envs`` agent steps); "frames/s" multiplies by the action repeat (Atari and
-DMLab: 4 emulator frames per agent step). Envs that cannot be built here (DeepMind Lab) get a row
-saying why.
+DMLab: 4 emulator frames per agent step). Envs that cannot be built here (DeepMind Lab without
+``make dmlab``) get a row saying why. DeepMind Lab runs at most 8 envs (``_MAX_NUM_ENVS``), in one worker
+process unless ``workers=N`` is given (``--envs dmlab:rooms_watermaze,workers=2``): one worker = one core.
 
     python -m r2ac.envs.bench                                   # the default set, 32 envs
     python -m r2ac.envs.bench --envs tmaze,corridor_length=100 watermaze --num-envs 64
@@ -44,6 +45,8 @@ DEFAULT_ENVS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("dmlab:rooms_watermaze", {}),
 )
 _FRAMES_PER_STEP = {"atari": 4, "dmlab": 4}
+# DeepMind Lab: each env is a whole engine instance (~1 s to load a level, ~100 MB): at most this many.
+_MAX_NUM_ENVS = {"dmlab": 8}
 CSV_FIELDS = ("env", "options", "num_envs", "steps_per_s", "steps_per_s_min", "steps_per_s_max",
               "frames_per_s", "us_per_vector_step", "setup_s", "windows", "seconds_per_window",
               "status", "cpus", "load_avg_1min", "python", "numpy", "machine", "date")
@@ -114,6 +117,7 @@ def bench_env(env_id: str, options: dict[str, Any] | None = None, *, num_envs: i
 
     options = dict(options or {})
     kind = parse_env_id(env_id)[0]
+    num_envs = min(num_envs, _MAX_NUM_ENVS.get(kind, num_envs))
     t0 = time.perf_counter()
     try:
         venv = make_vec_env(env_id, num_envs, seed, **options)

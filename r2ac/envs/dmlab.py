@@ -260,7 +260,7 @@ class DMLabVecEnv(VecEnv):
                                    level_cache=level_cache, runfiles_path=runfiles_path)
             return
         if not _engine_available():
-            raise ImportError(DMLAB_MISSING_MESSAGE)
+            raise ImportError(DMLAB_MISSING_MESSAGE, name="deepmind_lab")
         bounds = np.linspace(0, self.num_envs, workers + 1).round().astype(int)
         try:
             for lo, hi in zip(bounds[:-1], bounds[1:]):
