@@ -52,11 +52,13 @@ ARG BAZEL_VERSION=4.2.3
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates git g++ \
     && rm -rf /var/lib/apt/lists/*
-# python_system.bzl asks this interpreter for the CPython and NumPy headers.
-RUN python3 -m pip install --no-cache-dir numpy==1.26.4 wheel==0.43.0 setuptools==69.5.1
+# python_system.bzl asks this interpreter for the CPython and NumPy headers (a venv:
+# works on the python images and on Debian's own python3 alike).
+RUN python3 -m venv /opt/buildpy \
+    && /opt/buildpy/bin/pip install --no-cache-dir numpy==1.26.4 wheel==0.43.0 setuptools==69.5.1
 COPY tools/build_dmlab.sh /opt/tools/build_dmlab.sh
 RUN apt-get update \
-    && DMLAB_BUILD_DIR=/build PYTHON=/usr/local/bin/python3 /opt/tools/build_dmlab.sh \
+    && DMLAB_BUILD_DIR=/build PYTHON=/opt/buildpy/bin/python /opt/tools/build_dmlab.sh \
     && bazel --version | grep -qx "bazel ${BAZEL_VERSION}.*" \
     && test "$(git -C /build/lab rev-parse HEAD)" = "${DMLAB_COMMIT}" \
     && mkdir -p /tmp/dmlab_pkg && cp /build/dist/*.whl /tmp/dmlab_pkg/ \

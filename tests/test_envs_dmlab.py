@@ -107,15 +107,56 @@ def test_real_missing_map_is_one_clear_error():
     venv.close()
 
 
-def test_real_training_starts_from_the_dmlab_configs(tmp_path):
-    """The CPU config of docs/results-dmlab.md trains for a few updates on the real engine and logs."""
+def test_real_training_starts_and_logs_like_other_suites(tmp_path, monkeypatch):
+    """The CPU config of docs/results-dmlab.md trains a few updates on the real engine and logs metrics.csv,
+    TensorBoard events and an offline W&B run (group/tags from the config), as the other suites do."""
+    import glob
+
     from r2ac.config import load_config
     from r2ac.logger import read_metrics
     from r2ac.runtime.local import train
 
+    from test_logger import wandb_history
+
+    for var in ("WANDB_API_KEY", "WANDB_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
+        (tmp_path / var.lower()).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    run = tmp_path / "run"
     cfg = load_config("configs/dmlab/select_nonmatching_quick_rtrl.yaml",
-                      [f"run_dir={tmp_path}", "env.num_envs=2", "learner.batch_size=2", "total_steps=200",
-                       "logger.log_interval_s=0.5", "logger.progress_bar=false", "eval.sets=0"])
+                      [f"run_dir={run}", "env.num_envs=2", "env.options={workers: 1}", "learner.batch_size=2",
+                       "total_steps=200", "logger.log_interval_s=0.5", "logger.progress_bar=false", "eval.sets=0",
+                       "logger.wandb=true", "logger.tensorboard=true"])
+    assert cfg.logger.wandb_group == "dmlab"
     train(cfg)
-    _, rows = read_metrics(os.path.join(tmp_path, "metrics.csv"))
+    _, rows = read_metrics(str(run / "metrics.csv"))
     assert rows and float(rows[-1]["step"]) >= 200 and int(float(rows[-1]["updates"])) >= 5
+    assert glob.glob(str(run / "tensorboard" / "events.out.tfevents.*"))
+    run_id = (run / "wandb_run_id").read_text().strip()
+    files = glob.glob(str(run / "wandb" / f"offline-run-*-{run_id}" / f"run-{run_id}.wandb"))
+    assert files and any("total_loss" in row for row in wandb_history(files[0]))
+
+
+@pytest.mark.parametrize("path", ["configs/dmlab/watermaze_rtrl_m100.yaml",
+                                  "configs/dmlab/select_nonmatching_tbptt_m10.yaml",
+                                  "configs/dmlab/keys_doors_feedforward.yaml"])
+def test_real_paper_configs_start(path, tmp_path):
+    """The paper-scale configs a GPU-cluster user runs (IMPALA deep stem, eLSTM 512, their M) start on the real
+    engine: shrunk to 2 envs, batch 2 and 2 updates in one process, everything else as shipped."""
+    from r2ac.config import load_config
+    from r2ac.logger import read_metrics
+    from r2ac.runtime.local import train
+
+    shipped = load_config(path)
+    assert shipped.runtime.kind == "ray" and shipped.runtime.num_actors == 48 and shipped.total_steps >= 30_000_000
+    m = shipped.learner.unroll_length
+    cfg = load_config(path, [f"run_dir={tmp_path}", "runtime.kind=local", "runtime.num_actors=1", "env.num_envs=2",
+                             "learner.batch_size=2", f"total_steps={4 * m}", "eval.sets=0", "logger.tensorboard=false",
+                             "logger.progress_bar=false", "logger.log_interval_s=0.5"])
+    assert cfg.model.stem == "impala" and cfg.model.hidden_size == 512
+    summary = train(cfg)
+    _, rows = read_metrics(str(tmp_path / "metrics.csv"))
+    assert int(float(rows[-1]["updates"])) >= 2, summary
