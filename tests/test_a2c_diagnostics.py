@@ -134,3 +134,18 @@ def test_bench_memory_runs_and_writes_tables(tmp_path, capsys):
     assert (out / "memory.png").stat().st_size > 0
     with pytest.raises(SystemExit):
         main(["--tasks", "nope", "--out", str(out)])
+
+
+def test_all_finite_fast_path_is_exact():
+    from r2ac.agent.trajectory import _all_finite
+
+    t = torch.randn(4, 8, 9)
+    assert _all_finite(t)
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        u = t.clone()
+        u[1, 2, 3] = bad
+        assert not _all_finite(u)
+    big = torch.full((4,), 3e38)  # finite, but its sum overflows: not rejected
+    assert _all_finite(big)
+    mixed = torch.tensor([float("inf"), -float("inf")])  # sum is NaN
+    assert not _all_finite(mixed)

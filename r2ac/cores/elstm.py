@@ -25,7 +25,7 @@ import torch.nn.functional as Fn
 from torch import Tensor, nn
 
 from r2ac.cores.base import RecurrentCore
-from r2ac.cores.rtrl import decay_weights, rtrl_carry
+from r2ac.cores.rtrl import decay_weights, rtrl_carry, transport_outer
 
 #: the recurrent parameters in the order of their sensitivities
 RECURRENT = ("F", "Z", "w_f", "w_z", "b_f", "b_z")
@@ -138,15 +138,16 @@ class ELSTM(RecurrentCore):
         ch = f + self.w_f * fh + self.w_z * zh
         a, a0 = decay_weights(ch * keep[..., None])
         af, az = a * fh, a * zh
+        s0 = dict(zip(self.sensitivity_spec(), carried)) if carried is not None else {}
         new = {
-            "dc_dF": torch.einsum("tbn,tbd->bnd", af, x),
-            "dc_dZ": torch.einsum("tbn,tbd->bnd", az, x),
+            "dc_dF": transport_outer(af, x, s0.get("dc_dF"), a0),
+            "dc_dZ": transport_outer(az, x, s0.get("dc_dZ"), a0),
             "dc_dw_f": (af * cp).sum(0),
             "dc_dw_z": (az * cp).sum(0),
             "dc_db_f": af.sum(0),
             "dc_db_z": az.sum(0),
         }
-        if carried is not None:
-            for (k, v), s0 in zip(new.items(), carried):
-                v.add_(s0 * (a0[..., None] if v.dim() == 3 else a0))
+        for k in ("dc_dw_f", "dc_dw_z", "dc_db_f", "dc_db_z"):
+            if k in s0:
+                new[k].addcmul_(s0[k], a0)
         return new

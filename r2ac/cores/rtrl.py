@@ -139,6 +139,20 @@ def rtrl_carry(s0: Tensor, params: Sequence[Tensor], sens: Sequence[Tensor],
     return _RTRLCarry.apply(s0, tuple(map(tuple, groups)), *params, *[s.detach() for s in distinct])
 
 
+def transport_outer(w: Tensor, x: Tensor, s0: Optional[Tensor] = None, a0: Optional[Tensor] = None) -> Tensor:
+    """Identity 2 for a sensitivity that is a sum of outer products: with w [T, B, N] (the per-step factor
+    already multiplied by its decay a(s, T)) and x [T, B, D], return [B, N, D]
+
+        a0[..., None] * s0 + sum_t  w[t] outer x[t]
+
+    as one batched matmul accumulated in place into the decayed carried sensitivity (no temporary the size
+    of the sensitivity beyond the result). ``s0`` None: a segment that starts from no carried sensitivity."""
+    wt, xt = w.permute(1, 2, 0), x.transpose(0, 1)  # [B, N, T], [B, T, D]
+    if s0 is None:
+        return torch.bmm(wt, xt)
+    return (s0 * a0[..., None]).baddbmm_(wt, xt)
+
+
 def decay_weights(g: Tensor) -> Tuple[Tensor, Tensor]:
     """Given per-step decays g [T, ...] (reset mask included), return
 
