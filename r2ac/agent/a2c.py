@@ -60,8 +60,8 @@ def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: flo
 
 
 class A2CLearner(Learner):
-    """The IMPALA ``Learner`` with its loss replaced by ``a2c_loss`` (optimizer from ``learner.optimizer``;
-    the ``a2c`` configs use Adam). Everything else (RTRL carry, clipping, skips, state) is shared."""
+    """The IMPALA ``Learner`` with its loss replaced by ``a2c_loss`` (optimizer from ``learner.optimizer``).
+    Everything else (RTRL carry, clipping, skips, diagnostics, state) is shared."""
 
     def loss(self, outputs, batch):
         return a2c_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,

@@ -82,11 +82,11 @@ class Learner:
         key = observation_key(batch)
         inputs = {key: batch[key], "reward": batch["reward"], "action": batch["action"], "done": batch["done"]}
         self.net.train()
-        with CarryRecorder() as carried:
+        lr = self.learning_rate()
+        self.optimizer.zero_grad(set_to_none=True)
+        with CarryRecorder() as carried:  # the carried RTRL correction, for the diagnostics
             outputs, _ = self.net(inputs, batch["initial_state"], return_state=False)
             loss, stats = self.loss(outputs, batch)
-            lr = self.learning_rate()
-            self.optimizer.zero_grad(set_to_none=True)
             stats["lr"] = lr
             if not torch.isfinite(loss):
                 return self._skip(stats, "loss")
