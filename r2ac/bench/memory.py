@@ -240,6 +240,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     write_csv(os.path.join(args.out, "memory.csv"), summary, SUMMARY_COLUMNS)
     plot(runs, curves, os.path.join(args.out, "memory.png"), args.threshold, args.minutes)
     print(format_table(summary, SUMMARY_COLUMNS))
+    import torch
+
+    torch.set_num_threads(1)  # the description names the threads of one run
     print(f"\n{machine_description()}; {args.jobs} runs at a time, one torch thread each; success >= "
           f"{args.threshold} over 3 log rows. CSV: {args.out}/memory.csv, {args.out}/memory_runs.csv; "
           f"plot: {args.out}/memory.png")
