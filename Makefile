@@ -39,3 +39,13 @@ clean:
 .PHONY: dmlab
 dmlab: install
 	DMLAB_WHEEL="$(DMLAB_WHEEL)" PYTHON=$(PY) tools/install_dmlab.sh
+
+# Containers where users run them (docs/deployment.md): installs podman if it can (Debian, root), builds
+# docker/r2ac.Dockerfile, runs docker/docker-compose.yml to a finished training and a two-node Ray cluster
+# (job submit, node loss, resume). Skips with the reason where podman cannot be had. DMLAB_WHEEL=path also
+# builds the DeepMind Lab target.
+.PHONY: test-cluster
+test-cluster: install
+	@if docker/podman/setup-host.sh; then \
+	  R2AC_CLUSTER_TEST=1 $(VENV)/bin/pytest -q -s -rs -p no:cacheprovider tests/test_cluster.py; \
+	else echo "make test-cluster: skipped: podman is not available here (reason above)"; fi

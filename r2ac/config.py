@@ -635,19 +635,70 @@ def _set_dotted(d: dict, key: str, value: Any) -> None:
         node[last] = value
 
 
-def _apply_overrides_to_dict(d: dict, overrides: typing.Iterable[str]) -> dict:
+# env kinds whose options are free-form keyword arguments of one particular env (not of the kind)
+_FREE_OPTION_ENV_KINDS = ("gym", "gymc", "mujoco", "mujoco-p", "mujoco-v", "popgym")
+
+
+def _env_kind(env_id: Any) -> str:
+    """The kind part of an env id (``atari`` of ``atari:Breakout``), without importing the envs."""
+    text = str(env_id).strip().lower()
+    return text.partition(":")[0] if ":" in text else text
+
+
+def _keeps_env_options(old_id: Any, new_id: Any) -> bool:
+    """Whether options written for env ``old_id`` still apply to ``new_id``: the same kind of env (Atari
+    to another Atari game), unless that kind's options belong to one env (Gymnasium keyword arguments)."""
+    if str(old_id).strip() == str(new_id).strip():
+        return True
+    kind = _env_kind(old_id)
+    return kind == _env_kind(new_id) and kind not in _FREE_OPTION_ENV_KINDS
+
+
+def _apply_overrides_to_dict(d: dict, overrides: typing.Iterable[str], errors: list[str] | None = None) -> dict:
+    """Apply ``key=value`` overrides to a config dict. With an ``errors`` list, every bad override adds its
+    line there and the others are still applied (so one load reports all of its problems); without one the
+    first bad override raises.
+
+    An override of ``env.id`` that names another kind of env drops the ``env.options`` that came with the
+    file (they were written for the previous env); ``env.options...`` overrides still apply, in any order.
+    """
     if isinstance(overrides, str):
         raise ConfigError(f"overrides must be a list of key=value strings, got the string {overrides!r}")
     d = copy.deepcopy(d)
+    parsed = []
     for item in overrides:
-        key, value = _parse_override(item)
+        try:
+            parsed.append(_parse_override(item))
+        except ConfigError as e:
+            if errors is None:
+                raise
+            errors.extend(e.errors)
+    new_ids = [v for k, v in parsed if k == "env.id" and isinstance(v, str)]
+    env = d.get("env")
+    if new_ids and isinstance(env, dict) and env.get("options"):
+        if not _keeps_env_options(env.get("id", EnvConfig.id), new_ids[-1]):
+            env["options"] = {}
+    for key, value in parsed:
         _set_dotted(d, key, value)
     return d
 
 
+def _validated(d: dict, errors: list[str]) -> Config:
+    """``config_from_dict(d)``, reporting ``errors`` (from the overrides) together with the schema's."""
+    try:
+        cfg = config_from_dict(d)
+    except ConfigError as e:
+        raise ConfigError(errors + e.errors) from None
+    if errors:
+        raise ConfigError(errors)
+    return cfg
+
+
 def apply_overrides(cfg: Config, overrides: typing.Iterable[str]) -> Config:
-    """Return a new validated :class:`Config`: ``cfg`` with ``key=value`` overrides applied."""
-    return config_from_dict(_apply_overrides_to_dict(config_to_dict(cfg), overrides))
+    """Return a new validated :class:`Config`: ``cfg`` with ``key=value`` overrides applied (every problem
+    of the overrides and of the result in one :class:`ConfigError`)."""
+    errors: list[str] = []
+    return _validated(_apply_overrides_to_dict(config_to_dict(cfg), overrides, errors), errors)
 
 
 def load_config(path: str | os.PathLike | None, overrides: typing.Iterable[str] = ()) -> Config:
@@ -656,9 +707,10 @@ def load_config(path: str | os.PathLike | None, overrides: typing.Iterable[str] 
     An empty ``run_dir`` becomes ``runs/<name>``.
     """
     data = _read_yaml(os.path.expanduser(os.fspath(path))) if path is not None else {}
-    data = _apply_overrides_to_dict(data, overrides)
+    errors: list[str] = []
+    data = _apply_overrides_to_dict(data, overrides, errors)
     try:
-        cfg = config_from_dict(data)
+        cfg = _validated(data, errors)
     except ConfigError as e:
         if path is None:
             raise

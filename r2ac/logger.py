@@ -362,13 +362,32 @@ class RunLogger:
 
 
 class Progress:
-    """A tqdm bar over agent steps; a no-op when disabled.  ``update`` takes the absolute step."""
+    """Progress over agent steps, in one of three modes (``mode``):
+
+    * ``"bar"``: a live tqdm bar (a terminal);
+    * ``"lines"``: one status line every ``interval_s`` seconds (``ray job logs``, CI, nohup, containers:
+      anything that is not a terminal): steps, steps/s, frames/s, the recent return and the ETA;
+    * ``"off"``: a no-op.
+
+    ``update`` takes the absolute step. ``enabled`` is True unless the mode is ``"off"``.
+    """
 
     def __init__(self, total: int, *, initial: int = 0, enabled: bool = True,
-                 desc: str = "train", file: Any = None):
-        self.enabled = enabled
+                 desc: str = "train", file: Any = None, mode: str | None = None,
+                 interval_s: float = 30.0, frames_per_step: float = 1.0):
+        self.mode = ("bar" if enabled else "off") if mode is None else mode
+        if self.mode not in ("bar", "lines", "off"):
+            raise ValueError(f"progress mode must be bar, lines or off, not {mode!r}")
+        self.enabled = self.mode != "off"
+        self.total, self.desc = int(total), desc
+        self.interval_s, self.frames_per_step = float(interval_s), float(frames_per_step)
+        self._file = file
         self._bar = None
-        if enabled:
+        self._step = self._line_step = int(initial)
+        self._return: float | None = None
+        self._t0 = self._line_t = time.monotonic()
+        self._initial = int(initial)
+        if self.mode == "bar":
             from tqdm import tqdm
 
             self._bar = tqdm(total=total, initial=initial, desc=desc, unit="step",
@@ -376,36 +395,79 @@ class Progress:
                              smoothing=0.1)
 
     def update(self, step: int, episode_return: float | None = None, **info: Any) -> None:
-        if self._bar is None:
+        if self.mode == "off":
             return
-        delta = int(step) - self._bar.n
-        if delta:
-            self._bar.update(delta)
-        post = {}
+        step = int(step)
         if episode_return is not None and math.isfinite(float(episode_return)):
-            post["return"] = f"{float(episode_return):.3g}"
-        for k, v in info.items():
-            post[k] = f"{v:.3g}" if isinstance(v, float) else v
-        if post:
-            self._bar.set_postfix(post, refresh=False)
+            self._return = float(episode_return)
+        if self._bar is not None:
+            delta = step - self._bar.n
+            if delta:
+                self._bar.update(delta)
+            post = {}
+            if self._return is not None:
+                post["return"] = f"{self._return:.3g}"
+            for k, v in info.items():
+                post[k] = f"{v:.3g}" if isinstance(v, float) else v
+            if post:
+                self._bar.set_postfix(post, refresh=False)
+            return
+        self._step = max(self._step, step)
+        now = time.monotonic()
+        if now - self._line_t >= self.interval_s:
+            self._print_line(now)
+
+    def status_line(self, now: float | None = None) -> str:
+        """The line the ``"lines"`` mode prints: rates over the last interval, ETA at that rate."""
+        now = time.monotonic() if now is None else now
+        dt = max(now - self._line_t, 1e-9)
+        rate = max(self._step - self._line_step, 0) / dt
+        pct = 100.0 * self._step / self.total if self.total > 0 else 100.0
+        parts = [f"[{self.desc}] step {self._step:,}/{self.total:,} ({pct:.1f}%)",
+                 f"{rate:,.0f} steps/s", f"{rate * self.frames_per_step:,.0f} frames/s",
+                 f"return {self._return:.3g}" if self._return is not None else "return -"]
+        left = self.total - self._step
+        if left <= 0:
+            parts.append(f"elapsed {_duration(now - self._t0)}")
+        elif rate > 0:
+            parts.append(f"ETA {_duration(left / rate)}")
+        else:
+            parts.append("ETA -")
+        return "  ".join(parts)
+
+    def _print_line(self, now: float) -> None:
+        print(self.status_line(now), file=self._file or sys.stdout, flush=True)
+        self._line_t, self._line_step = now, self._step
 
     def write(self, msg: str) -> None:
         """Print a line without breaking the bar."""
         if self._bar is not None:
             self._bar.write(msg)
         else:
-            print(msg)
+            print(msg, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+        elif self.mode == "lines" and self._step > self._line_step:
+            self._print_line(time.monotonic())  # the last stretch, so the log ends at the final step
+        self.mode, self.enabled = "off", False
 
     def __enter__(self) -> "Progress":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(max(seconds, 0.0)))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
 
 
 def _isatty(f: Any) -> bool:
@@ -416,15 +478,25 @@ def _isatty(f: Any) -> bool:
 
 
 def progress(total: int, *, initial: int = 0, enabled: bool = True, desc: str = "train",
-             file: Any = None) -> Progress:
-    """A progress bar over ``total`` agent steps showing steps/s and the recent return.
+             file: Any = None, interval_s: float | None = None, frames_per_step: float = 1.0) -> Progress:
+    """Progress over ``total`` agent steps, visible wherever the output goes.
 
-    Off (a no-op object) when ``enabled`` is False (``logger.progress_bar``) or stdout or the
-    bar's stream (stderr by default) is not a terminal, so logs stay free of bar redraws.
+    On a terminal (stdout and the bar's stream, stderr by default): a live bar with steps/s and the
+    recent return. Otherwise (``ray job logs``, CI, nohup, container logs): one status line on stdout
+    every ``interval_s`` seconds (default 30; the runtimes pass ``logger.log_interval_s``) with steps,
+    steps/s, frames/s (``frames_per_step`` env frames per agent step), the recent return and the ETA,
+    and a last line at ``close``. Off (a no-op object) when ``enabled`` is False
+    (``logger.progress_bar``).
     """
     stream = file or sys.stderr
-    on = bool(enabled) and _isatty(sys.stdout) and _isatty(stream)
-    return Progress(total, initial=initial, enabled=on, desc=desc, file=stream)
+    if not enabled:
+        mode = "off"
+    elif _isatty(sys.stdout) and _isatty(stream):
+        mode = "bar"
+    else:
+        mode = "lines"
+    return Progress(total, initial=initial, desc=desc, file=stream if mode == "bar" else None, mode=mode,
+                    interval_s=30.0 if interval_s is None else interval_s, frames_per_step=frames_per_step)
 
 
 # -------------------------------------------------------------------- plotting

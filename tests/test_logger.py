@@ -293,14 +293,16 @@ class FakeTTY(io.StringIO):
         return True
 
 
-def test_progress_off_without_tty(monkeypatch):
+def test_progress_without_tty_prints_lines_not_a_bar(monkeypatch):
+    # no terminal: no bar redraws on stderr; status lines on stdout instead (tests/test_progress.py)
     monkeypatch.setattr(sys, "stdout", io.StringIO())
     err = FakeTTY()
     p = progress(1000, file=err)
-    assert not p.enabled
+    assert p.enabled and p.mode == "lines"
     p.update(10, episode_return=1.0)
     p.close()
     assert err.getvalue() == ""
+    assert "step 10/1,000" in sys.stdout.getvalue()
     monkeypatch.setattr(sys, "stdout", FakeTTY())
     assert not progress(1000, enabled=False, file=err).enabled
 

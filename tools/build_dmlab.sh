@@ -3,6 +3,7 @@
 # packages (bazel-bootstrap 4.2.3) and Debian's system libraries instead of downloaded archives.
 #
 #   tools/build_dmlab.sh                      # sources cloned from GitHub at the pinned commits
+#   tools/build_dmlab.sh --prepare-only       # stop before Bazel: sources, patch, WORKSPACE only
 #   LAB_SRC=/path/lab.git ABSL_SRC=... RULES_CC_SRC=... tools/build_dmlab.sh   # from local git dirs
 #
 # Environment (all optional):
@@ -187,6 +188,11 @@ build --cxxopt=-std=c++17 --host_cxxopt=-std=c++17
 build --jobs=$JOBS --local_cpu_resources=$JOBS
 build -c opt
 RC
+
+if [[ "${1:-}" == "--prepare-only" ]]; then
+  say "prepared $WORK/lab (WORKSPACE, .bazelrc, patch); run without --prepare-only to build"
+  exit 0
+fi
 
 # ---------------------------------------------------------------------------- 4. Build + wheel
 # python_system.bzl asks `python3` on PATH for the CPython and NumPy headers: make that $PYTHON.

@@ -218,7 +218,8 @@ class TrainingSession:
         self.episodes = RecentEpisodes()
         self.episodes.count = self.counters["episodes"]
         show = cfg.logger.progress_bar if progress_bar is None else progress_bar
-        self.bar = progress(cfg.total_steps, initial=self.counters["step"], enabled=show)
+        self.bar = progress(cfg.total_steps, initial=self.counters["step"], enabled=show,
+                            interval_s=cfg.logger.log_interval_s, frames_per_step=self.frames_per_step)
         self.stats: Dict[str, float] = {}  # the last update's statistics
         self._stat_sums: Dict[str, List[float]] = {}  # key -> [sum, count] since the last log row
         self.status = "running"

@@ -29,8 +29,10 @@ Processes::
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
+import socket
 import threading
 import time
 import warnings
@@ -42,9 +44,10 @@ import torch
 
 from r2ac.agent.actor import Actor
 from r2ac.config import Config, ConfigError, config_from_dict, config_to_dict
+from r2ac.fileio import atomic_write_text
 from r2ac.logger import progress
-from r2ac.runtime.common import (RunAborted, TrainingSession, build_net, make_env, recreate_envs, run_dir_of,
-                                 set_fast_math, start_run, stop_status)
+from r2ac.runtime.common import (RunAborted, TrainingSession, build_net, frames_per_step, make_env, recreate_envs,
+                                 run_dir_of, set_fast_math, start_run, stop_status)
 
 # A worker that delivers nothing for this long after its process failed (Ray keeps restarting it), or
 # whose process is reported dead for good, is given up; when none is left the run stops.
@@ -76,6 +79,15 @@ def from_numpy(x, copy: bool = True):
     return x
 
 
+def node_info() -> Dict[str, str]:
+    """The Ray node this process runs on: ``{"node_id": ..., "host": ...}`` (``node_id`` empty outside Ray)."""
+    try:
+        node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+    except Exception:
+        node_id = ""
+    return {"node_id": node_id or "", "host": socket.gethostname()}
+
+
 def _short(e: BaseException, n: int = 300) -> str:
     text = " ".join(str(e).split())
     return f"{type(e).__name__}: {text[:n]}{'...' if len(text) > n else ''}"
@@ -103,14 +115,19 @@ class RolloutWorker:
                            ship_features=net.stem_frozen)  # a frozen stem runs here: ship features
         self.actor.version = -1  # load the learner's weights before the first trajectory
         self.weight_loads = 0
+        self.node = node_info()
 
     def spec(self) -> Dict:
         venv = self.actor.venv
         return {"observation_shape": tuple(venv.observation_shape), "num_actions": int(venv.num_actions),
-                "num_envs": int(venv.num_envs), "pid": os.getpid()}
+                "num_envs": int(venv.num_envs), "pid": os.getpid(), **self.node}
 
     def pid(self) -> int:
         return os.getpid()
+
+    def where(self) -> Dict[str, str]:
+        """The Ray node this worker runs on (``node_info``)."""
+        return dict(self.node)
 
     def rollout(self, version: int, weights: List, restart: bool = False) -> tuple:
         """One trajectory with the weights of ``version`` (``weights``: ``[ObjectRef]``, fetched only if the
@@ -128,9 +145,9 @@ class RolloutWorker:
         except Exception as e:  # the env raised: recreate it here, drop the partial trajectory
             self.failures += 1
             recreate_envs(self.cfg, self.actor, self.index, self.failures)
-            return None, {"env_failure": _short(e), "steps": 0}
+            return None, {"env_failure": _short(e), "steps": 0, **self.node}
         info = {"steps": self.actor.M * self.actor.B, "rollout_s": time.perf_counter() - t0,
-                "weight_loads": self.weight_loads}
+                "weight_loads": self.weight_loads, **self.node}
         return to_numpy(traj), info
 
 
@@ -148,6 +165,9 @@ class LearnerProcess:
         self._status: Dict = {"phase": "starting", "step": 0, "updates": 0, "worker_pids": [], "pid": os.getpid()}
         self._lock = threading.Lock()
         self.wait_s = self.fetch_s = 0.0  # learner time blocked waiting for / deserialising trajectories
+        self.node = node_info()
+        self.actor_nodes: Dict[int, List[str]] = {}  # actor index -> the node ids it ran on, in order
+        self.node_hosts: Dict[str, str] = {self.node["node_id"]: self.node["host"]}
 
     def status(self) -> Dict:
         with self._lock:
@@ -182,6 +202,7 @@ class LearnerProcess:
         try:
             spec = ray.get(handles[0].spec.remote())
             pids = ray.get([h.pid.remote() for h in handles])
+            nodes = ray.get([h.where.remote() for h in handles])
         except ray.exceptions.RayActorError as e:  # e.g. the env cannot be built there
             raise RunAborted(f"the actor processes could not start:\n{e}") from None
         weights = {"ref": None, "version": None}
@@ -193,6 +214,10 @@ class LearnerProcess:
                                                  publish=publish, time_limit_s=self.time_limit_s,
                                                  progress_bar=False)
         session.stop_requested = self.stop_requested
+        session.event(f"learner on node {self.node['node_id']} ({self.node['host']})")
+        for i, where in enumerate(nodes):
+            self._note_node(session, i, where, started=True)
+        self._log_placement(session)
         publish(session.learner.updates)
         pending: Dict = {}  # ObjectRef -> worker index
         outage: List[Optional[float]] = [None] * n  # when the current outage of each worker began
@@ -247,6 +272,7 @@ class LearnerProcess:
                         session.env_failure(f"actor {i}", _short(getattr(e, "cause", None) or e))
                         continue
                     outage[i] = None
+                    self._note_node(session, i, info)
                     if traj is None:
                         submit(i)
                         session.env_failure(f"actor {i}", info["env_failure"])
@@ -274,7 +300,43 @@ class LearnerProcess:
             raise
         finally:
             summary = session.finish(status)
+            summary = self._add_placement(summary)
             self._set_status(phase="done", step=session.counters["step"], updates=session.learner.updates)
+        return summary
+
+    # ------------------------------------------------------------------ where things ran
+    def _note_node(self, session: TrainingSession, i: int, where: Dict, started: bool = False) -> None:
+        """Remember the node actor ``i`` reported; a change (Ray restarted it elsewhere) is an event."""
+        node_id = where.get("node_id", "")
+        if not node_id:
+            return
+        self.node_hosts[node_id] = where.get("host", "")
+        seen = self.actor_nodes.setdefault(i, [])
+        if not seen or seen[-1] != node_id:
+            seen.append(node_id)
+            if not started:
+                session.event(f"actor {i} now runs on node {node_id} ({where.get('host', '')})")
+
+    def _log_placement(self, session: TrainingSession) -> None:
+        """One event line: which actors run on which node."""
+        by_node: Dict[str, List[int]] = {}
+        for i, seen in sorted(self.actor_nodes.items()):
+            by_node.setdefault(seen[-1], []).append(i)
+        parts = [f"node {nid} ({self.node_hosts.get(nid, '')}): actors {_ranges(idx)}" for nid, idx in by_node.items()]
+        if parts:
+            session.event("actor placement: " + "; ".join(parts))
+
+    def _add_placement(self, summary: Dict) -> Dict:
+        """Add the learner's and the actors' Ray nodes to the summary and rewrite summary.json."""
+        summary = dict(summary)
+        summary["learner_node"] = self.node["node_id"]
+        summary["actor_nodes"] = {str(i): list(v) for i, v in sorted(self.actor_nodes.items())}
+        summary["node_hosts"] = dict(self.node_hosts)
+        path = os.path.join(run_dir_of(self.cfg), "summary.json")
+        try:
+            atomic_write_text(path, json.dumps(summary, indent=2))
+        except OSError as e:
+            print(f"warning: could not add the node placement to {path}: {e}", flush=True)
         return summary
 
     def _row_extra(self, session: TrainingSession, pending: Dict, alive: List[bool], rollout_rates: List[float]) -> Dict:
@@ -288,6 +350,17 @@ class LearnerProcess:
             extra["actor_steps_per_s"] = sum(rollout_rates) / len(rollout_rates)
             rollout_rates.clear()
         return extra
+
+
+def _ranges(indices: List[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2, 5"."""
+    out: List[str] = []
+    for i in sorted(indices):
+        if out and out[-1][1] == i - 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in out)
 
 
 def _max_per_actor(pending: Dict, n: int) -> int:
@@ -362,7 +435,8 @@ class RayRun:
         self.learner.stop.remote()
 
     def wait(self, timeout: Optional[float] = None, show_progress: bool = False) -> Dict:
-        bar = progress(self.cfg.total_steps, enabled=show_progress and self.cfg.logger.progress_bar)
+        show = show_progress and self.cfg.logger.progress_bar
+        bar = progress(self.cfg.total_steps, enabled=False)  # made once training reports its first step
         deadline = None if timeout is None else time.time() + timeout
         try:
             while True:
@@ -371,11 +445,16 @@ class RayRun:
                     break
                 if deadline is not None and time.time() > deadline:
                     raise TimeoutError(f"the run did not finish within {timeout} s")
-                if bar.enabled:
+                if show:
                     try:
                         st = self.status(timeout=5.0)
-                        bar.update(st.get("step", 0), st.get("recent_return"))
-                    except Exception:  # the bar is cosmetic
+                        if st.get("phase") == "training":
+                            if not bar.enabled:  # from the first step seen (a resumed run starts above 0)
+                                bar = progress(self.cfg.total_steps, initial=int(st.get("step", 0)),
+                                               interval_s=self.cfg.logger.log_interval_s,
+                                               frames_per_step=frames_per_step(self.cfg))
+                            bar.update(st.get("step", 0), st.get("recent_return"))
+                    except Exception:  # progress is cosmetic
                         pass
             try:
                 return ray.get(self.result)

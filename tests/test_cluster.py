@@ -1,0 +1,413 @@
+"""r2ac where its users run it: the image built, docker/docker-compose.yml run to a finished training, and
+a two-node Ray cluster in containers that takes a `ray job submit` from the host, loses its worker node
+mid-run, goes on, and resumes. Real podman containers, real Ray, real files on the host.
+
+Runs with `make test-cluster` (R2AC_CLUSTER_TEST=1), which first installs podman where it can
+(docker/podman/setup-host.sh). Skipped in `make test` and where podman is missing, with the reason.
+Every container, network and volume a test starts is removed when it ends, also when it fails; images
+are kept (layers are reused by the next run; `podman rmi` them to free the space).
+
+Knobs (environment): R2AC_PYTHON_IMAGE (a python:3.11 bookworm image; default: made by
+docker/podman/base-image.sh), DMLAB_WHEEL (a deepmind_lab wheel: also build the DeepMind Lab target),
+R2AC_TORCH_FIND_LINKS (a folder with the torch wheel; default: pip's find-links if it has one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+IMAGE = "r2ac/r2ac:0.1.0"
+DMLAB_IMAGE = "r2ac/dmlab-wheel:lab-b1db91a"
+# Quickstart-sized and short: the quickstart's T-maze task and model, a few thousand steps.
+TRAIN_ARGS = ["total_steps=16000", "env.num_envs=16", "learner.batch_size=16", "eval.sets=0",
+              "checkpoint.interval_s=5", "logger.log_interval_s=2"]
+
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("R2AC_CLUSTER_TEST") != "1",
+                       reason="container cluster test: run `make test-cluster` (podman images, compose, a "
+                              "two-node Ray cluster; ~10-20 min)"),
+]
+
+TIMINGS: dict[str, float] = {}
+
+
+def say(msg: str) -> None:
+    print(f"[test-cluster] {msg}", flush=True)
+
+
+def run(cmd: list[str], env: dict, timeout: float = 600, check: bool = True, nice: bool = False,
+        what: str = "") -> subprocess.CompletedProcess:
+    full = (["nice", "-n", "19"] if nice else []) + cmd
+    try:
+        out = subprocess.run(full, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what or cmd[:3]} did not finish within {timeout:.0f} s")
+    if check and out.returncode != 0:
+        tail = "\n".join((out.stdout + out.stderr).splitlines()[-30:])
+        pytest.fail(f"{what or ' '.join(cmd[:4])} failed (exit {out.returncode}):\n{tail}")
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def find_links_with_torch() -> str | None:
+    explicit = os.environ.get("R2AC_TORCH_FIND_LINKS")
+    if explicit:
+        return explicit
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        m = re.match(r"^\S*find-links='([^']+)'", line)
+        if m and any(Path(m.group(1)).glob("torch-2.13.0*cp311*.whl")):
+            return m.group(1)
+    return None
+
+
+def dmlab_wheel() -> Path | None:
+    w = os.environ.get("DMLAB_WHEEL")
+    return Path(w) if w and Path(w).is_file() else None
+
+
+# --------------------------------------------------------------------------- the engine and the image
+
+
+@pytest.fixture(scope="module")
+def podman() -> dict:
+    """The environment podman runs with: a containers.conf of our own (CONTAINERS_CONF) with ulimits this
+    host allows (processes here may lack CAP_SYS_RESOURCE: podman's default nofile of 1048576 makes runc
+    fail with "error setting rlimit type 7"), and runc where it is installed."""
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed (docker/podman/setup-host.sh installs it on Debian as root)")
+    work = Path(tempfile.mkdtemp(prefix="r2ac-cluster-", dir="/var/tmp"))
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    nofile = 65536 if nofile == resource.RLIM_INFINITY else min(nofile, 65536)
+    nproc = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    nproc = 32768 if nproc == resource.RLIM_INFINITY else min(nproc, 32768)
+    conf = work / "containers.conf"
+    text = f'[containers]\ndefault_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]\n'
+    if shutil.which("runc"):
+        text += '[engine]\nruntime = "runc"\n'
+    conf.write_text(text)
+    env = {**os.environ, "CONTAINERS_CONF": str(conf), "R2AC_NOFILE": str(nofile)}
+    for k in [k for k in env if k.startswith(("RAY_", "R2AC_RUNS", "WANDB_"))]:
+        env.pop(k)
+    info = run(["podman", "info", "--format", "{{.Host.OCIRuntime.Name}}"], env, timeout=120,
+               what="podman info")
+    say(f"podman runtime {info.stdout.strip()}, nofile {nofile}, work dir {work}")
+    yield {"env": env, "work": work, "nofile": nofile}
+    shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def image(podman) -> str:
+    """docker/r2ac.Dockerfile built with podman (target `base`, or the default target with DeepMind Lab
+    when DMLAB_WHEEL names a wheel)."""
+    env = podman["env"]
+    t0 = time.time()
+    base = os.environ.get("R2AC_PYTHON_IMAGE")
+    if not base:
+        base = "localhost/bookworm-python:3.11"
+        run([str(ROOT / "docker/podman/base-image.sh"), base], env, timeout=1800, nice=True,
+            what="the base image (docker/podman/base-image.sh)")
+    TIMINGS["base_image_s"] = time.time() - t0
+    args = ["--format", "docker", "--network", "host", "--build-arg", f"PYTHON_IMAGE={base}"]
+    links = find_links_with_torch()
+    if links:
+        args += ["-v", f"{links}:{links}:ro", "--build-arg", f"TORCH_FIND_LINKS={links}"]
+    wheel = dmlab_wheel()
+    t1 = time.time()
+    if wheel is not None:
+        run(["podman", "build", *args, "-f", "docker/dmlab.Dockerfile", "--build-arg", "DMLAB_FROM=prebuilt",
+             "--build-context", f"prebuilt={wheel.parent}", "-t", DMLAB_IMAGE, "."], env, timeout=3600,
+            nice=True, what="the DeepMind Lab wheel image (docker/dmlab.Dockerfile)")
+        target = ["--build-arg", f"DMLAB_WHEEL_IMAGE={DMLAB_IMAGE}"]
+    else:
+        say("DMLAB_WHEEL not set: building the image without DeepMind Lab (--target base)")
+        target = ["--target", "base"]
+    run(["podman", "build", *args, *target, "-f", "docker/r2ac.Dockerfile", "-t", IMAGE, "."], env,
+        timeout=3600, nice=True, what="the r2ac image (docker/r2ac.Dockerfile)")
+    TIMINGS["image_build_s"] = time.time() - t1
+    # The image's own checks: non-root, pip check, r2ac importable.
+    out = run(["podman", "run", "--rm", IMAGE, "bash", "-c",
+               "id -u && pip check && python -c 'import r2ac, ray, torch; print(ray.__version__)'"],
+              env, timeout=300, what="the image's self-check")
+    uid, _, ray_version = out.stdout.split("\n")[:3]
+    assert uid.strip() == "1000" and ray_version.strip() == "2.60.0", out.stdout
+    if wheel is not None:
+        run(["podman", "run", "--rm", IMAGE, "python", "-c", "import deepmind_lab"], env, timeout=300,
+            what="deepmind_lab in the image")
+    return IMAGE
+
+
+def host_runs(podman, name: str) -> Path:
+    """A host folder for a run directory, writable by the images' user (UID 1000)."""
+    d = podman["work"] / name
+    d.mkdir(parents=True, exist_ok=True)
+    os.chown(d, 1000, 1000)
+    return d
+
+
+def check_run_dir(run_dir: Path, status: str = "finished", min_step: int = 1) -> dict:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == status, summary
+    assert summary["step"] >= min_step, summary
+    metrics = (run_dir / "metrics.csv").read_text().splitlines()
+    assert len(metrics) >= 2 and metrics[0].startswith("step,wall_time"), metrics[:3]
+    assert (run_dir / "checkpoints" / "latest").is_file()
+    latest = (run_dir / "checkpoints" / "latest").read_text().strip()
+    assert (run_dir / "checkpoints" / latest).is_file()
+    return summary
+
+
+# --------------------------------------------------------------------------- docker-compose.yml
+
+
+def test_compose_runs_a_training_to_the_end(podman, image):
+    """docker/docker-compose.yml under podman-compose: head + a worker + the trainer; the trainer's
+    quickstart-sized run finishes and its run directory (with an offline W&B run) is on the host."""
+    env = dict(podman["env"])
+    compose_cmd = shutil.which("podman-compose")
+    if compose_cmd is None:
+        pytest.skip("podman-compose is not installed (apt-get install podman-compose)")
+    # A copy of the compose file in a folder of its own: podman-compose reads `.env` beside the file and it
+    # wins over the environment, so a user's docker/.env must not leak into the test.
+    cdir = podman["work"] / "compose"
+    cdir.mkdir()
+    shutil.copy(ROOT / "docker" / "docker-compose.yml", cdir / "docker-compose.yml")
+    runs = host_runs(podman, "runs-compose")
+    project = f"r2act{os.getpid()}"
+    env.update(RAY_AUTH_TOKEN=secrets.token_hex(16), R2AC_IMAGE=image, R2AC_RUNS=str(runs), R2AC_WORKERS="1",
+               R2AC_WORKER_CPUS="2", R2AC_HEAD_CPUS="1", R2AC_NUM_ACTORS="2", R2AC_SHM_SIZE="1gb",
+               R2AC_DASHBOARD_PORT=str(free_port()), R2AC_WANDB="true", WANDB_MODE="offline",
+               R2AC_TRAIN_ARGS=" ".join(TRAIN_ARGS))
+    base = [compose_cmd, "-p", project, "-f", str(cdir / "docker-compose.yml")]
+    t0 = time.time()
+    try:
+        run([*base, "up", "-d", "ray-head", "worker", "trainer"], env, timeout=300, what="podman-compose up")
+        trainer = f"{project}_trainer_1"
+        out = run(["podman", "wait", trainer], env, timeout=900, what="the trainer")
+        TIMINGS["compose_up_to_trainer_exit_s"] = time.time() - t0
+        logs = run(["podman", "logs", trainer], env, timeout=60, check=False)
+        text = logs.stdout + logs.stderr
+        assert out.stdout.strip() == "0", f"the trainer exited with {out.stdout.strip()}:\n{text[-3000:]}"
+        assert re.search(r"\[train\] step [\d,]+/16,000 .* steps/s .* frames/s", text), text[-3000:]
+    finally:
+        t1 = time.time()
+        subprocess.run([*base, "down"], env=env, cwd=ROOT, capture_output=True, timeout=300)
+        leftovers = _remove_project(env, project)
+        TIMINGS["compose_down_s"] = time.time() - t1
+    assert not leftovers, f"podman-compose down left {leftovers} behind (removed now)"
+    summary = check_run_dir(runs / "compose", min_step=16000)
+    assert summary["actor_nodes"] and summary["learner_node"], summary
+    assert list((runs / "compose" / "wandb").glob("offline-run-*")), "no offline W&B run on the volume"
+    say(f"compose: {summary['step']} steps, {TIMINGS['compose_up_to_trainer_exit_s']:.0f} s to the trainer's exit")
+
+
+def _remove_project(env: dict, project: str) -> list[str]:
+    """Remove what is left of a compose project (containers, networks, volumes); returns what was left."""
+    left = []
+    ids = subprocess.run(["podman", "ps", "-a", "-q", "--filter", f"label=io.podman.compose.project={project}"],
+                         env=env, capture_output=True, text=True).stdout.split()
+    if ids:
+        left += [f"{len(ids)} containers"]
+        subprocess.run(["podman", "rm", "-f", "-t", "5", *ids], env=env, capture_output=True)
+    nets = [n for n in subprocess.run(["podman", "network", "ls", "--format", "{{.Name}}"], env=env,
+                                      capture_output=True, text=True).stdout.split() if n.startswith(project)]
+    if nets:
+        left += [f"networks {nets}"]
+        subprocess.run(["podman", "network", "rm", "-f", *nets], env=env, capture_output=True)
+    vols = subprocess.run(["podman", "volume", "ls", "-q", "--filter", f"label=io.podman.compose.project={project}"],
+                          env=env, capture_output=True, text=True).stdout.split()
+    if vols:
+        subprocess.run(["podman", "volume", "rm", "-f", *vols], env=env, capture_output=True)
+    return left
+
+
+# --------------------------------------------------------------------------- a two-node cluster
+
+
+class Cluster:
+    """Ray nodes as containers on one podman network; the head's job API on a host port."""
+
+    def __init__(self, podman: dict, image: str, runs: Path):
+        self.env, self.image, self.runs = dict(podman["env"]), image, runs
+        self.nofile = podman["nofile"]
+        self.name = f"r2acc{os.getpid()}"
+        self.net = f"{self.name}-net"
+        self.token = secrets.token_hex(16)
+        self.port = free_port()
+        self.containers: list[str] = []
+
+    def node(self, role: str, command: list[str], ports: list[str] = ()) -> str:
+        name = f"{self.name}-{role}"
+        cmd = ["podman", "run", "-d", "--name", name, "--hostname", f"r2ac-{role}", "--network", self.net,
+               "--init", "--shm-size", "1g", "--ulimit", f"nofile={self.nofile}:{self.nofile}",
+               "-e", "RAY_AUTH_MODE=token", "-e", f"RAY_AUTH_TOKEN={self.token}",
+               "-e", "RAY_USAGE_STATS_ENABLED=0", "-v", f"{self.runs}:/opt/r2ac/runs"]
+        for p in ports:
+            cmd += ["-p", p]
+        self.containers.append(name)
+        run([*cmd, self.image, *command], self.env, timeout=120, what=f"starting {name}")
+        return name
+
+    def start(self) -> None:
+        run(["podman", "network", "create", self.net], self.env, timeout=60, what="podman network create")
+        # The head offers 1 CPU and the `learner` resource: the learner goes there, every actor elsewhere.
+        self.node("head", ["ray", "start", "--head", "--port=6379", "--num-cpus=1",
+                           '--resources={"learner": 1}', "--dashboard-host=0.0.0.0", "--disable-usage-stats",
+                           "--block"], ports=[f"127.0.0.1:{self.port}:8265"])
+        self.worker("node2")
+        self.wait_nodes(2)
+
+    def worker(self, role: str) -> str:
+        return self.node(role, ["bash", "-c", "python docker/wait_for.py r2ac-head:6379 && exec ray start "
+                                              "--address=r2ac-head:6379 --num-cpus=2 --disable-usage-stats --block"])
+
+    def wait_nodes(self, n: int, timeout: float = 300) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            out = subprocess.run(["podman", "exec", f"{self.name}-head", "ray", "status"], env=self.env,
+                                 capture_output=True, text=True)
+            active = out.stdout.split("Pending:")[0]
+            if len(re.findall(r"^\s*1 node_", active, re.M)) >= n:
+                return
+            time.sleep(2)
+        pytest.fail(f"the cluster did not reach {n} nodes in {timeout:.0f} s:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+
+    def ray_cli(self, *args: str, token: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        ray = str(Path(sys.executable).parent / "ray")
+        env = {**self.env, "RAY_AUTH_TOKEN": token or self.token, "RAY_AUTH_MODE": "token"}
+        return run([ray, *args], env, timeout=timeout, check=False)
+
+    def submit(self, entry_args: list[str], sid: str) -> None:
+        out = self.ray_cli("job", "submit", "--address", f"http://127.0.0.1:{self.port}", "--submission-id", sid,
+                           "--no-wait", "--", "python", "/opt/r2ac/deploy/job_entry.py", *entry_args)
+        assert out.returncode == 0, out.stdout + out.stderr
+
+    def job_status(self, sid: str) -> str:
+        out = self.ray_cli("job", "status", "--address", f"http://127.0.0.1:{self.port}", sid)
+        text = (out.stdout + out.stderr).upper()
+        for s in ("SUCCEEDED", "FAILED", "STOPPED", "RUNNING", "PENDING"):
+            if s in text:
+                return s
+        return "UNKNOWN: " + text[-300:]
+
+    def wait_job(self, sid: str, timeout: float = 900) -> str:
+        deadline = time.time() + timeout
+        status = "PENDING"
+        while time.time() < deadline:
+            status = self.job_status(sid)
+            if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+                return status
+            time.sleep(3)
+        pytest.fail(f"job {sid} still {status} after {timeout:.0f} s")
+
+    def job_logs(self, sid: str) -> str:
+        out = self.ray_cli("job", "logs", "--address", f"http://127.0.0.1:{self.port}", sid)
+        return out.stdout + out.stderr
+
+    def remove(self) -> list[str]:
+        left = []
+        for c in self.containers:
+            if subprocess.run(["podman", "container", "exists", c], env=self.env).returncode == 0:
+                left.append(c)
+                subprocess.run(["podman", "rm", "-f", "-t", "5", c], env=self.env, capture_output=True)
+        if subprocess.run(["podman", "network", "exists", self.net], env=self.env).returncode == 0:
+            subprocess.run(["podman", "network", "rm", "-f", self.net], env=self.env, capture_output=True)
+        return left
+
+
+@pytest.fixture
+def cluster(podman, image):
+    c = Cluster(podman, image, host_runs(podman, "runs-cluster"))
+    try:
+        t0 = time.time()
+        c.start()
+        TIMINGS["cluster_start_s"] = time.time() - t0
+        yield c
+    finally:
+        c.remove()
+        assert subprocess.run(["podman", "network", "exists", c.net], env=c.env).returncode != 0
+
+
+def test_two_node_job_survives_losing_its_worker_node_and_resumes(cluster):
+    """`ray job submit` from the host (token auth) onto a head + worker-node cluster: every actor runs on
+    the second node, the learner on the head. The second node is killed mid-run and a new one joins:
+    the run goes on to the end. Then the finished run is resumed for more steps, nothing lost."""
+    # A wrong token is refused, with Ray's message naming the token.
+    bad = cluster.ray_cli("job", "list", "--address", f"http://127.0.0.1:{cluster.port}", token="0" * 32)
+    assert bad.returncode != 0 and re.search(r"token|auth|401|403", bad.stdout + bad.stderr, re.I), \
+        bad.stdout[-1000:] + bad.stderr[-1000:]
+
+    run_dir = "/opt/r2ac/runs/job"  # absolute, on the volume every node mounts
+    host_dir = cluster.runs / "job"
+    t0 = time.time()
+    cluster.submit(["configs/quickstart.yaml", f"run_dir={run_dir}", "runtime.num_actors=2",
+                    *[a.replace("16000", "48000") for a in TRAIN_ARGS]], "r2ac-test-1")
+    # Mid-run (a few metric rows in), kill the worker node; start a fresh one.
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        rows = (host_dir / "metrics.csv").read_text().splitlines() if (host_dir / "metrics.csv").exists() else []
+        if len(rows) >= 3:
+            break
+        status = cluster.job_status("r2ac-test-1")
+        assert status in ("PENDING", "RUNNING"), f"job {status} before the node was killed:\n" + \
+            cluster.job_logs("r2ac-test-1")[-3000:]
+        time.sleep(2)
+    else:
+        pytest.fail("the job wrote no metrics in 600 s:\n" + cluster.job_logs("r2ac-test-1")[-3000:])
+    run(["podman", "kill", f"{cluster.name}-node2"], cluster.env, timeout=60, what="killing node2")
+    t_kill = time.time()
+    cluster.worker("node3")
+    status = cluster.wait_job("r2ac-test-1")
+    TIMINGS["two_node_job_s"] = time.time() - t0
+    logs = cluster.job_logs("r2ac-test-1")
+    assert status == "SUCCEEDED", logs[-4000:]
+    assert re.search(r"\[train\] step [\d,]+/48,000 .* frames/s", logs), logs[-3000:]  # progress in job logs
+    summary = check_run_dir(host_dir, min_step=48000)
+    hosts = summary["node_hosts"]
+    assert hosts[summary["learner_node"]] == "r2ac-head", summary
+    for i, nodes in summary["actor_nodes"].items():
+        assert hosts[nodes[0]] == "r2ac-node2", (i, summary)  # all actors on the second node
+        assert hosts[nodes[-1]] == "r2ac-node3", (i, summary)  # restarted on the node that replaced it
+    assert summary["actor_failures"] >= 1, summary
+    events = (host_dir / "events.log").read_text()
+    assert "actor placement: node" in events and "now runs on node" in events, events
+    say(f"two-node job: {summary['step']} steps, node2 killed at {t_kill - t0:.0f} s, "
+        f"actors moved to node3; {TIMINGS['two_node_job_s']:.0f} s in all")
+
+    # Resume the finished run for more steps, as a job user would (README/docs: job_entry.py --resume).
+    rows_before = len((host_dir / "metrics.csv").read_text().splitlines())
+    t1 = time.time()
+    cluster.submit(["--resume", run_dir, "total_steps=64000"], "r2ac-test-2")
+    status = cluster.wait_job("r2ac-test-2")
+    TIMINGS["resume_job_s"] = time.time() - t1
+    assert status == "SUCCEEDED", cluster.job_logs("r2ac-test-2")[-4000:]
+    summary2 = check_run_dir(host_dir, min_step=64000)
+    assert summary2["updates"] > summary["updates"], (summary, summary2)
+    steps = [int(line.split(",")[0]) for line in (host_dir / "metrics.csv").read_text().splitlines()[1:]]
+    assert len(steps) > rows_before - 1 and steps == sorted(steps), steps
+
+
+def test_zz_report_timings():
+    """Print the timings this run measured (docs/deployment.md quotes them with the command)."""
+    if TIMINGS:
+        say("timings: " + ", ".join(f"{k}={v:.0f}" for k, v in TIMINGS.items()))
