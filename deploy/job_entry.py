@@ -66,12 +66,38 @@ def build_argv(argv: Sequence[str]) -> list[str]:
     return ["train", *args]
 
 
+def run_dir_of_args(args: Sequence[str]) -> str | None:
+    """The run directory the arguments name (``--resume RUN_DIR`` or ``run_dir=...``), else None."""
+    found = None
+    for i, a in enumerate(args):
+        if a == "--resume" and i + 1 < len(args):
+            found = args[i + 1]
+        elif a.startswith("--resume="):
+            found = a.split("=", 1)[1]
+        elif a.startswith("run_dir="):
+            found = a.split("=", 1)[1]
+    return found
+
+
+def resume_hint(run_dir: str) -> str:
+    """How a job user continues ``run_dir``: the same entry point with ``--resume``, as a job or with
+    ``ray submit``."""
+    return (f"job_entry: {run_dir} keeps its last checkpoint; continue it with\n"
+            f"  ray job submit --address http://HEAD:8265 -- python /opt/r2ac/deploy/job_entry.py --resume {run_dir}\n"
+            f"  (or: ray submit CLUSTER.yaml deploy/job_entry.py -- --resume {run_dir})")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``r2ac train`` on the cluster this process runs on; returns its exit status."""
+    """Run ``r2ac train`` on the cluster this process runs on; returns its exit status. When the run stops
+    early with a checkpoint on disk, the last line says how to resume it as a job."""
     from r2ac import cli  # imported here so this module loads without r2ac installed
 
-    result = cli.main(build_argv(sys.argv[1:] if argv is None else argv))
-    return int(result or 0)
+    args = build_argv(sys.argv[1:] if argv is None else argv)
+    result = int(cli.main(args) or 0)
+    run_dir = run_dir_of_args(args)
+    if result != 0 and run_dir and (Path(run_dir) / "checkpoints" / "latest").is_file():
+        print(resume_hint(run_dir), file=sys.stderr, flush=True)
+    return result
 
 
 if __name__ == "__main__":

@@ -62,14 +62,16 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # python3-venv: the Debian-based base images need it for `python3 -m venv` (the
 # python:* images have venv built in; installing it there is harmless).
-# openssh-client and rsync: Ray's cluster launcher syncs files into the head
-# container and its autoscaler reaches other nodes over SSH.
+# openssh-client, openssh-server and rsync: Ray's cluster launcher syncs files into
+# the head over SSH and its autoscaler reaches other nodes over SSH (the `local`
+# provider, deploy/local-cluster.yaml, logs into the containers themselves; sshd is
+# installed, never started unless a node's command starts it).
 # Not version-pinned: Debian's archive drops superseded point releases, which would
 # break a pinned install; the Debian release is fixed by PYTHON_IMAGE.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        ca-certificates openssh-client rsync procps \
+        ca-certificates openssh-client openssh-server rsync procps \
     && if ! python3 -c "import ensurepip" 2>/dev/null; then \
          apt-get install -y --no-install-recommends python3-venv; fi \
     && rm -rf /var/lib/apt/lists/*
@@ -108,6 +110,8 @@ RUN pip install -r /opt/r2ac/docker/requirements.txt "/opt/r2ac[${R2AC_EXTRAS}]"
 COPY --chown=1000:1000 configs /opt/r2ac/configs
 COPY --chown=1000:1000 deploy /opt/r2ac/deploy
 COPY --chown=1000:1000 docker/wait_for.py /opt/r2ac/docker/wait_for.py
+# SSH logins (Ray's cluster launcher, `provider: local`) do not see ENV: the same settings for login shells.
+COPY docker/login-env.sh /etc/profile.d/r2ac.sh
 
 # Ray: 6379 GCS, 8265 dashboard / job API, 10001 Ray client. Publish none of them
 # beyond localhost (docker-compose.yml binds the dashboard to 127.0.0.1).

@@ -41,6 +41,8 @@ pytestmark = [
     pytest.mark.skipif(os.environ.get("R2AC_CLUSTER_TEST") != "1",
                        reason="container cluster test: run `make test-cluster` (podman images, compose, a "
                               "two-node Ray cluster; ~10-20 min)"),
+    # The first test also builds the base image and the image (its fixtures): minutes, not the 600 s default.
+    pytest.mark.timeout(3600),
 ]
 
 TIMINGS: dict[str, float] = {}
@@ -405,6 +407,97 @@ def test_two_node_job_survives_losing_its_worker_node_and_resumes(cluster):
     assert summary2["updates"] > summary["updates"], (summary, summary2)
     steps = [int(line.split(",")[0]) for line in (host_dir / "metrics.csv").read_text().splitlines()[1:]]
     assert len(steps) > rows_before - 1 and steps == sorted(steps), steps
+
+
+# --------------------------------------------------------------------------- ray up, provider: local
+
+
+def test_ray_up_local_provider_over_ssh_and_ray_submit(podman, image):
+    """deploy/local-cluster.yaml with `ray up` from the host against two containers that run sshd (the
+    image's user r2ac, key auth): the launcher starts the head over SSH, the head's autoscaler starts the
+    second node over SSH, `ray submit` runs deploy/job_entry.py there (token auth from file_mounts), and
+    `ray down` stops Ray on both."""
+    for tool in ("ssh", "ssh-keygen", "rsync"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"`ray up` needs {tool} on this host (apt-get install -y openssh-client rsync)")
+    env = dict(podman["env"])
+    work = podman["work"] / "rayup"
+    work.mkdir()
+    key = work / "id_ed25519"
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], env, timeout=60, what="ssh-keygen")
+    token = work / "auth_token"
+    token.write_text(secrets.token_hex(16) + "\n")
+    token.chmod(0o600)
+    runs = host_runs(podman, "runs-rayup")
+    name = f"r2acu{os.getpid()}"
+    net = f"{name}-net"
+    nofile = podman["nofile"]
+    containers: list[str] = []
+    # sshd as root in the container (the user logs in as r2ac); pam_loginuid cannot be written in a container.
+    sshd = ("sed -i 's/^session\\s*required\\s*pam_loginuid.so/session optional pam_loginuid.so/' /etc/pam.d/sshd"
+            " && mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e")
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    # The launcher keeps its own state under /tmp/ray and ~: a HOME of our own keeps the host's untouched.
+    henv = {**env, "HOME": str(work), "RAY_USAGE_STATS_ENABLED": "0"}
+    cfg = work / "local-cluster.yaml"
+    t0 = time.time()
+    try:
+        run(["podman", "network", "create", net], env, timeout=60, what="podman network create")
+        ips = []
+        for role in ("head", "node2"):
+            c = f"{name}-{role}"
+            containers.append(c)
+            run(["podman", "run", "-d", "--name", c, "--hostname", f"r2ac-{role}", "--network", net, "--init",
+                 "--user", "0", "--shm-size", "1g", "--ulimit", f"nofile={nofile}:{nofile}",
+                 "-v", f"{key}.pub:/home/r2ac/.ssh/authorized_keys:ro", "-v", f"{runs}:/opt/r2ac/runs",
+                 image, "bash", "-c", sshd], env, timeout=120, what=f"starting {c}")
+            out = run(["podman", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", c],
+                      env, timeout=60, what="podman inspect")
+            ips.append(out.stdout.strip())
+        text = (ROOT / "deploy" / "local-cluster.yaml").read_text()
+        text = re.sub(r"head_ip: \S+", f"head_ip: {ips[0]}", text)
+        text = re.sub(r"worker_ips: \[[^\]]*\]", f"worker_ips: [{ips[1]}]", text)
+        text = text.replace("ssh_private_key: ~/.ssh/r2ac_cluster", f"ssh_private_key: {key}")
+        text = text.replace('"~/.ray/auth_token": "~/.ray/auth_token"', f'"~/.ray/auth_token": "{token}"')
+        text = text.replace("cluster_name: r2ac-local", f"cluster_name: {name}")
+        cfg.write_text(text)
+        up = run([ray_bin, "up", "-y", "--no-config-cache", str(cfg)], henv, timeout=900, nice=True,
+                 what="ray up deploy/local-cluster.yaml")
+        TIMINGS["ray_up_s"] = time.time() - t0
+        # The head's autoscaler starts node2 over SSH; wait until both nodes are in the cluster.
+        deadline = time.time() + 600
+        status = ""
+        while time.time() < deadline:
+            out = subprocess.run(["podman", "exec", "-u", "r2ac", f"{name}-head", "bash", "-lc",
+                                  "RAY_AUTH_MODE=token ray status"], env=env, capture_output=True, text=True)
+            status = out.stdout + out.stderr
+            if len(re.findall(r"^\s*1 node_", status.split("Pending:")[0], re.M)) >= 2:
+                break
+            time.sleep(3)
+        else:
+            pytest.fail(f"`ray up`: node2 did not join within 600 s:\n{status[-2000:]}\n{up.stdout[-2000:]}")
+        TIMINGS["ray_up_two_nodes_s"] = time.time() - t0
+        t1 = time.time()
+        sub = run([ray_bin, "submit", str(cfg), str(ROOT / "deploy" / "job_entry.py"), "--",
+                   "configs/quickstart.yaml", "run_dir=/opt/r2ac/runs/rayup", "runtime.num_actors=2",
+                   *[a.replace("16000", "8000") for a in TRAIN_ARGS]], henv, timeout=900,
+                  what="ray submit deploy/job_entry.py")
+        TIMINGS["ray_submit_s"] = time.time() - t1
+        assert re.search(r"\[train\] step [\d,]+/8,000 .* frames/s", sub.stdout + sub.stderr), sub.stdout[-3000:]
+        summary = check_run_dir(runs / "rayup", min_step=8000)
+        hosts = summary["node_hosts"]
+        assert hosts[summary["learner_node"]] == "r2ac-head", summary
+        assert {hosts[n[-1]] for n in summary["actor_nodes"].values()} == {"r2ac-node2"}, summary
+        run([ray_bin, "down", "-y", str(cfg)], henv, timeout=300, what="ray down")
+        out = subprocess.run(["podman", "exec", f"{name}-head", "pgrep", "-f", "gcs_server"], env=env,
+                             capture_output=True, text=True)
+        assert out.returncode != 0, "ray down left the head's GCS running"
+        say(f"ray up: head + node2 in {TIMINGS['ray_up_two_nodes_s']:.0f} s, ray submit "
+            f"{TIMINGS['ray_submit_s']:.0f} s ({summary['step']} steps, actors on r2ac-node2)")
+    finally:
+        for c in containers:
+            subprocess.run(["podman", "rm", "-f", "-t", "5", c], env=env, capture_output=True)
+        subprocess.run(["podman", "network", "rm", "-f", net], env=env, capture_output=True)
 
 
 def test_zz_report_timings():

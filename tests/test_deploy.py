@@ -484,3 +484,64 @@ def test_job_entry_resume_without_config(job_entry, fake_cli):
         "train", "--resume", "runs/x", "runtime.kind=ray", "total_steps=2000000",
         "--address", "auto",
     ]
+
+
+# --------------------------------------------------------------------------- local-cluster.yaml (on-prem)
+
+LOCAL_CLUSTER_FILE = ROOT / "deploy" / "local-cluster.yaml"
+
+
+def test_local_cluster_file_passes_rays_schema_and_keeps_token_auth():
+    util = pytest.importorskip("ray.autoscaler._private.util")
+    import copy
+
+    local = yaml.safe_load(LOCAL_CLUSTER_FILE.read_text())
+    assert local["provider"]["type"] == "local"
+    prepared = util.prepare_config(copy.deepcopy(local))
+    util.validate_config(prepared)
+    node_type = prepared["available_node_types"][prepared["head_node_type"]]
+    assert node_type["min_workers"] == node_type["max_workers"] == len(local["provider"]["worker_ips"])
+    assert "~/.ray/auth_token" in local["file_mounts"]
+    assert any("RAY_AUTH_MODE=token" in c for c in local["setup_commands"])
+    head = " ".join(local["head_start_ray_commands"])
+    assert "--dashboard-host=127.0.0.1" in head and '"learner": 1' in head
+    assert "$RAY_HEAD_IP:6379" in " ".join(local["worker_start_ray_commands"])
+
+
+def test_login_shells_in_the_image_see_the_venv():
+    # The launcher's SSH sessions do not get the image's ENV: /etc/profile.d/r2ac.sh gives them the venv.
+    text = (DOCKER / "r2ac.Dockerfile").read_text()
+    assert "COPY docker/login-env.sh /etc/profile.d/r2ac.sh" in text
+    assert "openssh-server" in text and "rsync" in text
+    env = (DOCKER / "login-env.sh").read_text()
+    assert 'PATH="/opt/venv/bin:$PATH"' in env and "VIRTUAL_ENV=/opt/venv" in env
+
+
+def test_wait_for_names_what_did_not_answer():
+    # A head that is not there: one line naming the address and the fix, exit 1.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: nothing listens there
+    out = subprocess.run([sys.executable, str(DOCKER / "wait_for.py"), f"127.0.0.1:{port}", "1"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0] and "Ray head" in lines[0], out.stderr
+
+
+def test_job_entry_prints_a_job_resume_hint_when_the_run_stops_early(job_entry, monkeypatch, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    monkeypatch.setattr("r2ac.cli.main", lambda argv=None: 1)
+    assert job_entry.main(["configs/quickstart.yaml", f"run_dir={run_dir}"]) == 1
+    err = capsys.readouterr().err
+    assert "job_entry" not in err  # no checkpoint yet: nothing to resume
+    (run_dir / "checkpoints" / "latest").write_text("ckpt_000001.pt\n")
+    assert job_entry.main(["configs/quickstart.yaml", f"run_dir={run_dir}"]) == 1
+    err = capsys.readouterr().err
+    assert f"python /opt/r2ac/deploy/job_entry.py --resume {run_dir}" in err and "ray job submit" in err
+    monkeypatch.setattr("r2ac.cli.main", lambda argv=None: 0)
+    assert job_entry.main(["--resume", str(run_dir)]) == 0
+    assert capsys.readouterr().err == ""

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Make this host able to run r2ac's container tests with podman (`make test-cluster` runs it first).
 #
-# Exit 0: podman, podman-compose (and runc where available) are there, installed now if they were missing
+# Exit 0: podman, podman-compose, debootstrap, rsync and ssh (for `ray up`) are there, installed now if they were missing
 #         and this is Debian/Ubuntu as root (or with sudo).
 # Exit 3: they cannot be had here; one line says why and what to do (make test-cluster then skips).
 set -uo pipefail
 say() { printf '[setup-host] %s\n' "$*" >&2; }
-PKGS="podman podman-compose runc buildah debootstrap"
+PKGS="podman podman-compose runc buildah debootstrap rsync openssh-client"
 missing=""
-for tool in podman podman-compose debootstrap; do command -v "$tool" >/dev/null || missing="$missing $tool"; done
+for tool in podman podman-compose debootstrap rsync ssh; do command -v "$tool" >/dev/null || missing="$missing $tool"; done
 if [[ -z "$missing" ]]; then
-  say "podman $(podman --version | awk '{print $3}'), $(podman-compose --version 2>/dev/null | grep -i 'podman-compose' | head -n 1 || echo podman-compose)"
+  say "podman $(podman --version | awk '{print $3}'), podman-compose $(podman-compose --version 2>/dev/null | awk '/podman-compose/ {print $NF; exit}')"
   exit 0
 fi
 if ! command -v apt-get >/dev/null; then
