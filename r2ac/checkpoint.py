@@ -155,6 +155,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict:
             f"checkpoint {path} has format version {data.get('version')}, newer than this "
             f"r2ac understands ({VERSION}); upgrade r2ac"
         )
+    data["path"] = path
     return data
 
 
@@ -404,6 +405,4 @@ def load_latest_checkpoint(run_dir: str | os.PathLike, map_location: Any = "cpu"
             continue
         data["path"] = path
         return data
-    raise CheckpointError(
-        f"no loadable checkpoint in {checkpoint_dir(run_dir)}:\n" + "\n".join(problems)
-    )
+    raise CheckpointError(f"no loadable checkpoint in {checkpoint_dir(run_dir)}: " + "; ".join(problems))

@@ -2,11 +2,16 @@
 
     r2ac train CONFIG [key=value ...]        train (runs/<name> holds config, metrics, plots, checkpoints)
     r2ac train --resume RUN_DIR [key=value]  continue a run from its newest checkpoint
-    r2ac eval RUN_DIR|CHECKPOINT             k sets of n test episodes (mean of set means, std)
+    r2ac eval RUN_DIR|CHECKPOINT [key=value ...] [--checkpoint STEP] [--greedy] [--episodes N] [--sets K]
+              [--seed S] [--video]          test episodes; a row appended to RUN_DIR/eval.csv
     r2ac train CONFIG runtime.kind=ray [--address ADDR]   on Ray: a local instance, or join a cluster
     r2ac pretrain CONFIG                     TBPTT training, then export the stem (stem.safetensors)
     r2ac pipeline CONFIG                     pretrain the stem, then train with it frozen
-    r2ac bench core|envs|system|tasks|memory [...]  benchmarks: print a table, write CSV (+ PNG)
+    r2ac bench core|envs|system|tasks|memory|vecenv [...]  benchmarks: print a table, write CSV (+ PNG)
+    r2ac list envs|cores|configs             what there is to train
+    r2ac --version
+
+CONFIG is a YAML file or the name of a config shipped with r2ac (``r2ac list configs``), e.g. ``quickstart``.
 """
 
 from __future__ import annotations
@@ -14,8 +19,30 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from typing import List, Optional
+
+BENCHMARKS = {
+    "core": ("r2ac.bench.core", "RTRL vs TBPTT learner cost of a core"),
+    "envs": ("r2ac.envs.bench", "raw env stepping rates"),
+    "system": ("r2ac.bench.system", "whole-system rates vs raw env stepping"),
+    "tasks": ("r2ac.bench.tasks", "the supervised long-credit tasks"),
+    "memory": ("r2ac.bench.memory", "memory of RTRL vs TBPTT over credit spans"),
+    "vecenv": ("r2ac.bench.vecenv", "r2ac's Gymnasium vector env vs gymnasium Sync/AsyncVectorEnv"),
+}
+
+
+def _holds_checkpoints(d: str) -> bool:
+    for root, _, files in os.walk(d):
+        if os.path.basename(root) == "checkpoints" and any(f.endswith(".pt") for f in files):
+            return True
+    return False
+
+
+def _again(command: str, run_dir: str) -> str:
+    return ("run the same `r2ac pipeline` command again" if command == "pipeline"
+            else f"continue with `r2ac {command} --resume {run_dir}`")
 
 
 def _train(args) -> int:
@@ -26,19 +53,26 @@ def _train(args) -> int:
     if args.resume:
         cfg_path = os.path.join(args.resume, "config.yaml")
         if not os.path.exists(cfg_path):
-            raise SystemExit(f"r2ac train --resume {args.resume}: no config.yaml there (is it a run directory?)")
+            raise FileNotFoundError(f"--resume {args.resume}: no config.yaml there (is it a run directory?)")
         overrides = ([args.config] if args.config else []) + args.overrides
         cfg = apply_overrides(load_config(cfg_path), overrides + [f"run_dir={args.resume}"])
     else:
         if not args.config:
-            raise SystemExit(f"r2ac {args.command}: give a config file (e.g. configs/quickstart.yaml)"
-                             + (" or --resume RUN_DIR" if args.command != "pipeline" else ""))
+            raise SystemExit(f"r2ac {args.command}: give a config (a YAML file, or a name from `r2ac list configs`, "
+                             "e.g. quickstart)" + (" or --resume RUN_DIR" if args.command != "pipeline" else ""))
         cfg = load_config(args.config, args.overrides)
+    if args.command == "pretrain" and cfg.pipeline.pretrain_steps > 0:
+        # `r2ac pretrain` is stage 1 of `r2ac pipeline` run alone: the same budget and M
+        p = cfg.pipeline
+        cfg = apply_overrides(cfg, [f"total_steps={p.pretrain_steps}",
+                                    f"learner.unroll_length={p.pretrain_unroll_length}", *p.pretrain_overrides])
     if cfg.runtime.kind == "local" and args.address:
         print(f"r2ac {args.command}: note: --address {args.address} is ignored with runtime.kind=local",
               file=sys.stderr)
     from r2ac.runtime import pipeline as stages
 
+    run_dir = run_dir_of(cfg)
+    fresh = not os.path.exists(run_dir)
     try:
         if args.command == "pipeline":
             summary = stages.pipeline(cfg, address=args.address)
@@ -47,77 +81,158 @@ def _train(args) -> int:
         else:
             summary = stages.run_training(cfg, resume=bool(args.resume), address=args.address)
     except (NonFiniteLossError, RunAborted) as e:
-        run_dir = run_dir_of(cfg)
-        again = "run the same `r2ac pipeline` command again" if args.command == "pipeline" else \
-            f"continue with `r2ac {args.command} --resume {run_dir}`"
-        print(f"r2ac {args.command}: stopped: {e}\nThe last checkpoint is kept; after fixing the cause {again}.",
-              file=sys.stderr)
+        print(f"r2ac {args.command}: stopped: {e}\nThe last checkpoint is kept; after fixing the cause "
+              f"{_again(args.command, run_dir)}.", file=sys.stderr)
         return 3
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM with runtime.kind=ray): a checkpoint was written
-        run_dir = run_dir_of(cfg)
-        again = "run the same `r2ac pipeline` command again" if args.command == "pipeline" else \
-            f"continue with `r2ac {args.command} --resume {run_dir}`"
-        print(f"r2ac {args.command}: interrupted; {again}", file=sys.stderr)
+        print(f"r2ac {args.command}: interrupted; {_again(args.command, run_dir)}", file=sys.stderr)
         return 130
+    except BaseException:
+        # a start that failed (unknown env, missing DMLab, bad option) leaves no half-made run directory:
+        # one this command created and that holds no checkpoint has nothing worth keeping
+        if fresh and os.path.isdir(run_dir) and not _holds_checkpoints(run_dir):
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     print(json.dumps(summary, indent=2))
     return 0
 
 
 def _eval(args) -> int:
-    from r2ac.runtime.local import evaluate
+    from r2ac.evaluation import evaluate_run
 
-    res = evaluate(args.path, sets=args.sets, episodes=args.episodes, num_envs=args.num_envs)
-    print(f"{res['sets']} sets x {res['episodes']} episodes at step {res['step']}: "
-          f"return {res['mean']:.3f} +- {res['std']:.3f} (set means {[round(m, 3) for m in res['set_means']]})")
+    if args.episodes is not None and args.episodes < 1 or args.sets is not None and args.sets < 1:
+        raise ValueError("--episodes and --sets must be >= 1")
+    res = evaluate_run(args.path, args.overrides, checkpoint=args.checkpoint, sets=args.sets,
+                       episodes=args.episodes, seed=args.seed, greedy=True if args.greedy else None,
+                       num_envs=args.num_envs, video=True if args.video else None)
+    print(f"{res['sets']} sets x {res['episodes']} episodes at step {res['step']} ({res['mode']} actions, seed "
+          f"{res['seed']}): return {res['mean']:.3f} +- {res['std']:.3f} (set means "
+          f"{[round(m, 3) for m in res['set_means']]})")
+    if res.get("video"):
+        print(f"video: {res['video']}")
+    return 0
+
+
+def _list(args) -> int:
+    if args.what == "cores":
+        from r2ac.cores import CORES
+
+        print(f"{'core':<14} {'learning':<22} description")
+        for name, cls in CORES.items():
+            how = ("rtrl (exact), tbptt" if cls.supports_rtrl and cls.exact_rtrl else
+                   "rtrl (approximate), tbptt" if cls.supports_rtrl else "tbptt")
+            doc = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split()).replace("``", "")
+            print(f"{name:<14} {how:<22} {doc[:90]}")
+        print("\nmodel.core=NAME model.learning=rtrl|tbptt; options: model.core_options (docs/architecture.md)")
+    elif args.what == "envs":
+        from r2ac.envs import ENV_KINDS, POMDP_KINDS, env_options
+
+        ids = {"tmaze": "tmaze", "watermaze": "watermaze", "cue": "cue", "copy": "copy", "atari": "atari:<Game>",
+               "procgen": "procgen:<game>", "dmlab": "dmlab:<level>", "gym": "gym:<id> | <module>:<Id>",
+               "gymc": "gymc:<id>", "mujoco": "mujoco:<Env-vN>", "mujoco-p": "mujoco-p:<Env-vN>",
+               "mujoco-v": "mujoco-v:<Env-vN>", "popgym": "popgym:<Name>"}
+        print(f"{'env.id':<26} {'actions':<12} options (defaults)")
+        for kind in list(ENV_KINDS) + list(POMDP_KINDS):
+            opts = env_options(kind)
+            text = ", ".join(f"{k}={v!r}" for k, v in opts.items()) or "keyword arguments of the env"
+            acts = "discrete" if kind in ENV_KINDS else "continuous"
+            print(f"{ids.get(kind, kind):<26} {acts:<12} {text}")
+        print("\nenv.id=ID env.options='{key: value}' (docs/environments.md); continuous actions need algo=ppo")
+    else:
+        from r2ac.config import PACKAGED_CONFIGS, load_config, packaged_configs
+
+        print(f"{'config':<44} {'algo':<7} {'env.id':<30} core/learning")
+        for name in packaged_configs():
+            try:
+                c = load_config(os.path.join(PACKAGED_CONFIGS, *name.split("/")) + ".yaml")
+                print(f"{name:<44} {c.algo:<7} {c.env.id:<30} {c.model.core}/{c.model.learning}")
+            except Exception as e:  # a config that needs a file first (a stem) still gets listed
+                print(f"{name:<44} ({str(e).splitlines()[0][:70]})")
+        print(f"\n`r2ac train NAME` trains one (files in {PACKAGED_CONFIGS})")
     return 0
 
 
 def _bench(args, rest: List[str]) -> int:
-    if args.what == "core":
-        from r2ac.bench.core import main as bench_main
-    elif args.what == "envs":
-        from r2ac.envs.bench import main as bench_main
-    elif args.what == "system":
-        from r2ac.bench.system import main as bench_main
-    elif args.what == "tasks":
-        from r2ac.bench.tasks import main as bench_main
-    elif args.what == "memory":
-        from r2ac.bench.memory import main as bench_main
-    else:  # pragma: no cover - argparse restricts choices
-        raise SystemExit(f"unknown benchmark {args.what}")
-    return bench_main(rest)
+    import importlib
+
+    if args.what in (None, "-h", "--help"):
+        print("usage: r2ac bench {" + ",".join(BENCHMARKS) + "} [options]\n\nbenchmarks (each prints a table and "
+              "writes CSV; `r2ac bench NAME -h` shows its options):")
+        for name, (_, text) in BENCHMARKS.items():
+            print(f"  {name:<8} {text}")
+        return 0
+    module, _ = BENCHMARKS[args.what]
+    return importlib.import_module(module).main(rest)
+
+
+def _version() -> str:
+    import r2ac
+
+    return f"r2ac {r2ac.__version__}"
+
+
+def _user_errors():
+    from r2ac.checkpoint import CheckpointError
+    from r2ac.config import ConfigError
+
+    return (ConfigError, CheckpointError, FileNotFoundError, FileExistsError, NotADirectoryError,
+            PermissionError, ValueError, ImportError)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="r2ac", description="Recurrent RL with exact real-time recurrent learning")
+    parser = argparse.ArgumentParser(prog="r2ac", description="Recurrent RL with exact real-time recurrent learning",
+                                     epilog="CONFIG: a YAML file or a shipped config's name (r2ac list configs)")
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
     for cmd, text in (("train", "train an agent from a YAML config"),
-                      ("pretrain", "train with TBPTT and export the vision stem to <run_dir>/stem.safetensors"),
+                      ("pretrain", "train with TBPTT and export the vision stem to <run_dir>/stem.safetensors "
+                                   "(pipeline.pretrain_steps/pretrain_unroll_length apply when set)"),
                       ("pipeline", "TBPTT stem pretraining, then training with the stem frozen (seed 000 Sec. 4)")):
-        p = sub.add_parser(cmd, help=text)
-        p.add_argument("config", nargs="?", help="YAML config, e.g. configs/quickstart.yaml")
+        p = sub.add_parser(cmd, help=text, description=text)
+        p.add_argument("config", nargs="?", help="YAML config or a shipped config's name, e.g. quickstart")
         p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. learner.unroll_length=50")
         if cmd != "pipeline":  # a pipeline continues by running the same command again
             p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
         p.add_argument("--address", metavar="ADDR", default=None,
                        help="runtime.kind=ray: join the Ray cluster at ADDR (host:port or 'auto'); default: "
                             "$RAY_ADDRESS, then runtime.address, else start a local Ray instance")
-    p = sub.add_parser("eval", help="evaluate a trained agent")
+    p = sub.add_parser("eval", help="evaluate a trained agent (a row appended to RUN_DIR/eval.csv)",
+                       description="Test episodes of a trained agent: k sets of n episodes, mean of the set means "
+                                   "and std over sets; a row appended to RUN_DIR/eval.csv, eval/ metrics on "
+                                   "TensorBoard and W&B (when the run logs there).")
     p.add_argument("path", help="run directory or checkpoint file")
+    p.add_argument("overrides", nargs="*", help="key=value overrides for this evaluation, e.g. env.num_envs=4 "
+                                                "env.options.corridor_length=60")
+    p.add_argument("--checkpoint", type=int, default=None, metavar="STEP",
+                   help="the checkpoint at this agent step (default: the newest)")
+    p.add_argument("--greedy", action="store_true", help="argmax actions (default: sampled, or eval.greedy)")
     p.add_argument("--sets", type=int, default=None, help="number of test sets (default: eval.sets of the run)")
     p.add_argument("--episodes", type=int, default=None, help="episodes per set (default: eval.episodes)")
-    p.add_argument("--num-envs", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None, help="env and action seed (default 12345)")
+    p.add_argument("--num-envs", type=int, default=None, help="envs stepped together (default: eval.num_envs, "
+                                                              "else env.num_envs)")
+    p.add_argument("--video", action="store_true", help="record one episode to RUN_DIR/videos/*.gif")
+    p = sub.add_parser("list", help="list env ids, cores or shipped configs")
+    p.add_argument("what", choices=["envs", "cores", "configs"])
     # no -h of its own: `r2ac bench core -h` shows the benchmark's options
     p = sub.add_parser("bench", help="benchmarks (print a table, write CSV and PNG)", add_help=False)
-    p.add_argument("what", choices=["core", "envs", "system", "tasks", "memory"])
+    p.add_argument("what", nargs="?", choices=list(BENCHMARKS) + ["-h", "--help"])
     args, rest = parser.parse_known_args(argv)
-    from r2ac.config import ConfigError
+    import warnings
 
+    # warnings (a skipped unreadable checkpoint, a logging back-end switched off) as one line each
+    warnings.formatwarning = lambda message, category, *a, **k: f"r2ac: warning: {message}\n"
+    errors = _user_errors()
     try:
         if args.command == "bench":
             return _bench(args, rest)
+        if args.command == "eval":  # overrides after the options
+            args.overrides += [r for r in rest if "=" in r and not r.startswith("-")]
+            rest = [r for r in rest if not ("=" in r and not r.startswith("-"))]
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        if args.command == "list":
+            return _list(args)
         if args.command in ("train", "pretrain", "pipeline"):
             args.resume = getattr(args, "resume", None)
             # a lone "key=value" in the config slot is an override, not a file
@@ -126,9 +241,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                                  "file first")
             return _train(args)
         return _eval(args)
-    except (ConfigError, FileNotFoundError, FileExistsError, ValueError) as e:
-        # bad input (config keys and values, env ids and options, files): a message, not a traceback
-        print(f"r2ac {args.command}: error: {e}", file=sys.stderr)
+    except errors as e:
+        # bad input (config keys and values, env ids and options, files, checkpoints, a missing optional
+        # package): one message, no traceback
+        text = " ".join(str(e).split("\n")) if not hasattr(e, "errors") or len(e.errors) < 2 else str(e)
+        print(f"r2ac {args.command}: error: {text}", file=sys.stderr)
         return 2
 
 

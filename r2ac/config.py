@@ -47,6 +47,8 @@ __all__ = [
     "apply_overrides",
     "config_hash",
     "config_keys",
+    "packaged_configs",
+    "resolve_config_path",
 ]
 
 
@@ -189,8 +191,14 @@ class CheckpointConfig:
 
 @dataclass
 class EvalConfig:
-    sets: int = _f(3, "independent evaluation sets (0 = no evaluation)", ge=0)
+    sets: int = _f(3, "independent evaluation sets of `r2ac eval` and of eval.at_end (0 = none at the end)", ge=0)
     episodes: int = _f(100, "episodes per evaluation set", gt=0)
+    interval_steps: int = _f(0, "evaluate every this many agent steps during training (0 = never)", ge=0)
+    interval_episodes: int = _f(10, "episodes of each periodic evaluation (eval.interval_steps)", gt=0)
+    at_end: bool = _f(False, "evaluate eval.sets x eval.episodes episodes when training ends")
+    greedy: bool = _f(False, "evaluate the greedy (argmax) policy instead of sampling actions")
+    num_envs: int = _f(0, "envs stepped together in evaluations (0 = env.num_envs)", ge=0)
+    video: bool = _f(False, "record one evaluation episode to <run_dir>/videos (image observations)")
 
 
 @dataclass
@@ -533,10 +541,9 @@ def _read_yaml(path: str, chain: tuple[str, ...] = ()) -> dict:
         raise ConfigError(f"'base:' inheritance loops: {cycle}", source=path)
     if not os.path.isfile(path):
         via = f" (the 'base:' of {chain[-1]})" if chain else ""
-        raise ConfigError(
-            f"config file not found: {path}{via}; check the path (relative 'base:' paths are "
-            "resolved from the directory of the file that names them)"
-        )
+        hint = ("relative 'base:' paths are resolved from the directory of the file that names them" if chain
+                else "`r2ac list configs` names the configs shipped with r2ac")
+        raise ConfigError(f"config file not found: {path}{via}; check the path ({hint})")
     try:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)
@@ -564,6 +571,40 @@ def _read_yaml(path: str, chain: tuple[str, ...] = ()) -> dict:
         bpath = b if os.path.isabs(b) else os.path.join(here, b)
         merged = _merge(merged, _read_yaml(bpath, chain + (real,)))
     return _merge(merged, data)
+
+
+PACKAGED_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
+
+
+def packaged_configs() -> list[str]:
+    """Names of the configs shipped in the package (``quickstart``, ``atari/breakout_rtrl_m50``, ...), sorted;
+    ``base`` files (only inherited from) are left out."""
+    out = []
+    for root, _, files in os.walk(PACKAGED_CONFIGS, followlinks=True):
+        for f in files:
+            if f.endswith(".yaml") and f != "base.yaml":
+                rel = os.path.relpath(os.path.join(root, f), PACKAGED_CONFIGS)
+                out.append(rel[: -len(".yaml")].replace(os.sep, "/"))
+    return sorted(out)
+
+
+def resolve_config_path(path: str | os.PathLike) -> str:
+    """A config file: ``path`` if that file exists, else the packaged config of that name, so that
+    ``quickstart``, ``atari/breakout_rtrl_m50`` and ``configs/quickstart.yaml`` work from any directory.
+    A path found nowhere is returned as given (loading it then reports it missing)."""
+    path = os.path.expanduser(os.fspath(path))
+    if os.path.isfile(path):
+        return path
+    name = path.replace(os.sep, "/")
+    if name.startswith("./"):
+        name = name[2:]
+    if name.startswith("configs/"):
+        name = name[len("configs/"):]
+    for cand in (name, name + ".yaml"):
+        full = os.path.join(PACKAGED_CONFIGS, *cand.split("/"))
+        if not os.path.isabs(name) and os.path.isfile(full):
+            return full
+    return path
 
 
 def _schema_target(key: str) -> tuple[Any, str | None]:
@@ -706,7 +747,9 @@ def load_config(path: str | os.PathLike | None, overrides: typing.Iterable[str] 
 
     An empty ``run_dir`` becomes ``runs/<name>``.
     """
-    data = _read_yaml(os.path.expanduser(os.fspath(path))) if path is not None else {}
+    if path is not None:
+        path = resolve_config_path(path)
+    data = _read_yaml(path) if path is not None else {}
     errors: list[str] = []
     data = _apply_overrides_to_dict(data, overrides, errors)
     try:

@@ -1,4 +1,6 @@
-"""Unbiased collection of test episodes from a vector env.
+"""Evaluation: test episodes of a trained policy, results appended to ``<run_dir>/eval.csv`` (one row per
+evaluation, never overwritten) and logged to TensorBoard / W&B under ``eval/``; optionally a video (an
+animated GIF of the observations) of one episode in ``<run_dir>/videos/``.
 
 Taking "the first n episodes to finish" over a batch of envs over-samples short episodes (an agent that
 dies early finishes more episodes in the same time), which biases the mean return. ``EpisodeQuota``
@@ -7,10 +9,20 @@ takes each env's first k = ceil(n / num_envs) episodes instead, then interleaves
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import math
-from typing import List
+import os
+import time
+from typing import Any, Dict, List, Optional
 
 import numpy as np
+
+from r2ac.fileio import atomic_write, atomic_write_text
+
+EVAL_COLUMNS = ("step", "env_frames", "wall_time", "checkpoint", "mode", "seed", "sets", "episodes", "mean",
+                "std", "min", "max", "mean_length", "set_means")
 
 
 class EpisodeQuota:
@@ -20,12 +32,14 @@ class EpisodeQuota:
         self.episodes = episodes
         self.k = math.ceil(episodes / num_envs)
         self.per_env: List[List[float]] = [[] for _ in range(num_envs)]
+        self.lengths: List[List[int]] = [[] for _ in range(num_envs)]
 
-    def add(self, done, episode_return) -> None:
+    def add(self, done, episode_return, episode_length=None) -> None:
         """One vector step: ``done`` [B] bool, ``episode_return`` [B] (the finished episodes' returns)."""
         for e in np.flatnonzero(np.asarray(done)):
             if len(self.per_env[e]) < self.k:
                 self.per_env[e].append(float(np.asarray(episode_return)[e]))
+                self.lengths[e].append(int(np.asarray(episode_length)[e]) if episode_length is not None else 0)
 
     def full(self) -> bool:
         return all(len(r) >= self.k for r in self.per_env)
@@ -34,3 +48,184 @@ class EpisodeQuota:
         """``episodes`` returns: round i takes every env's i-th episode."""
         out = [r[i] for i in range(self.k) for r in self.per_env]
         return out[:self.episodes]
+
+    def episode_lengths(self) -> List[int]:
+        out = [n[i] for i in range(self.k) for n in self.lengths]
+        return out[:self.episodes]
+
+
+def _frame(obs: np.ndarray) -> Optional[np.ndarray]:
+    """An RGB (H, W, 3) uint8 picture of one observation, or None for non-image observations."""
+    o = np.asarray(obs)
+    if o.dtype != np.uint8 or o.ndim != 3:
+        return None
+    c = o.shape[0]
+    if c == 3:
+        img = o.transpose(1, 2, 0)
+    elif c in (1, 4) or c > 4:  # grey, or a frame stack: its newest frame
+        img = np.repeat(o[-1][:, :, None], 3, axis=2)
+    else:
+        return None
+    scale = max(1, 96 // max(img.shape[0], 1))  # small frames (8x8 T-maze) scaled up to be visible
+    return np.kron(img, np.ones((scale, scale, 1), dtype=np.uint8)) if scale > 1 else img
+
+
+def write_gif(frames: List[np.ndarray], path: str, fps: int = 15) -> str:
+    from PIL import Image
+
+    images = [Image.fromarray(f) for f in frames]
+    atomic_write(path, lambda fh: images[0].save(fh, format="GIF", save_all=True, append_images=images[1:],
+                                                 duration=max(1, int(1000 / fps)), loop=0))
+    return path
+
+
+def play(policy, venv, episodes: int, *, greedy: bool = False, record: Optional[str] = None,
+         max_steps: Optional[int] = None) -> Dict[str, Any]:
+    """``episodes`` test episodes of ``policy`` (an :class:`r2ac.api.Policy`) on ``venv`` (each env
+    contributing its first episodes, see ``EpisodeQuota``). ``record``: write env 0's first episode as an
+    animated GIF there (image observations only). Returns returns, lengths and the video path (or None)."""
+    quota = EpisodeQuota(venv.num_envs, episodes)
+    obs = venv.reset()
+    state = policy.initial_state(venv.num_envs)
+    reward = done = None
+    frames: Optional[List[np.ndarray]] = [] if record else None
+    steps = 0
+    while not quota.full():
+        if frames is not None:
+            f = _frame(obs[0])
+            if f is None:
+                frames = None
+                record = None
+            else:
+                frames.append(f)
+        action, state = policy.act(obs, state, reward=reward, done=done, greedy=greedy)
+        obs, reward, done, info = venv.step(action)
+        quota.add(done, info["episode_return"], info.get("episode_length"))
+        if frames is not None and done[0]:
+            write_gif(frames, record)
+            frames = None
+        steps += 1
+        if max_steps is not None and steps >= max_steps:
+            raise RuntimeError(f"evaluation did not finish {episodes} episodes within {max_steps} steps")
+    return {"returns": quota.returns(), "lengths": quota.episode_lengths(),
+            "video": record if record and frames is None and os.path.exists(record) else None}
+
+
+def evaluate_policy(policy, cfg, *, sets: int, episodes: int, seed: int, greedy: bool,
+                    num_envs: Optional[int] = None, video: Optional[str] = None) -> Dict[str, Any]:
+    """k = ``sets`` sets of n = ``episodes`` episodes (as in the paper: mean of the set means, std over
+    sets) on fresh envs of ``cfg`` seeded with ``seed``."""
+    from r2ac.envs import make_vec_env
+
+    if sets < 1 or episodes < 1:
+        raise ValueError(f"need at least one set of one episode, got sets={sets}, episodes={episodes}")
+    n_envs = num_envs or cfg.eval.num_envs or cfg.env.num_envs
+    venv = make_vec_env(cfg.env.id, n_envs, seed, **dict(cfg.env.options))
+    try:
+        out = play(policy, venv, sets * episodes, greedy=greedy, record=video)
+    finally:
+        venv.close()
+    returns = out["returns"]
+    set_means = [float(np.mean(returns[i * episodes:(i + 1) * episodes])) for i in range(sets)]
+    return {"sets": sets, "episodes": episodes, "seed": seed, "mode": "greedy" if greedy else "sampled",
+            "mean": float(np.mean(set_means)), "std": float(np.std(set_means)),
+            "min": float(np.min(returns)), "max": float(np.max(returns)),
+            "mean_length": float(np.mean(out["lengths"])) if out["lengths"] else float("nan"),
+            "set_means": set_means, "episode_returns": [float(r) for r in returns], "video": out["video"]}
+
+
+def append_eval_csv(run_dir: str, result: Dict[str, Any]) -> str:
+    """Append one row to ``<run_dir>/eval.csv`` (header written with the first row)."""
+    path = os.path.join(run_dir, "eval.csv")
+    row = dict(result, wall_time=f"{time.time():.3f}", set_means=json.dumps([round(m, 6) for m in
+                                                                                 result["set_means"]]))
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        w.writerow(EVAL_COLUMNS)
+    w.writerow([row.get(c, "") for c in EVAL_COLUMNS])
+    os.makedirs(run_dir, exist_ok=True)
+    with open(path, "a", encoding="utf-8", newline="") as fh:
+        fh.write(buf.getvalue())
+    return path
+
+
+def read_eval_csv(path: str) -> List[Dict[str, str]]:
+    with open(path, encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def eval_metrics(result: Dict[str, Any]) -> Dict[str, float]:
+    """The numbers an evaluation logs (``eval/`` namespace)."""
+    return {"eval/return_mean": result["mean"], "eval/return_std": result["std"],
+            "eval/return_min": result["min"], "eval/return_max": result["max"],
+            "eval/episode_length": result["mean_length"], "eval/episodes": result["sets"] * result["episodes"]}
+
+
+def log_eval_to_backends(run_dir: str, cfg, result: Dict[str, Any]) -> None:
+    """``r2ac eval`` after training: add the evaluation to the run's TensorBoard events (a writer of its
+    own in ``tensorboard/``) and, with ``logger.wandb``, to its W&B run (resumed by its stored id)."""
+    step = int(result["step"])
+    metrics = eval_metrics(result)
+    if cfg.logger.tensorboard:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            with SummaryWriter(log_dir=os.path.join(run_dir, "tensorboard"), filename_suffix=".eval") as tb:
+                for k, v in metrics.items():
+                    tb.add_scalar(k, v, global_step=step)
+        except Exception as e:  # logging must not lose an evaluation that is already in eval.csv
+            print(f"warning: TensorBoard logging of the evaluation failed: {e}")
+    if cfg.logger.wandb:
+        try:
+            from r2ac.logger import open_wandb_run
+
+            run = open_wandb_run(run_dir, cfg.logger, None, cfg.name, resume=True)
+            if run is not None:
+                payload = {**metrics, "agent_step": step, "env_frames": int(result.get("env_frames", step))}
+                if result.get("video"):
+                    import wandb
+
+                    payload["eval/video"] = wandb.Video(result["video"], format="gif")
+                run.log(payload)
+                run.finish()
+        except Exception as e:
+            print(f"warning: W&B logging of the evaluation failed: {e}")
+
+
+def evaluate_run(path: str, overrides: List[str] = (), *, checkpoint: Optional[int] = None,
+                 sets: Optional[int] = None, episodes: Optional[int] = None, seed: Optional[int] = None,
+                 greedy: Optional[bool] = None, num_envs: Optional[int] = None, video: Optional[bool] = None,
+                 log: bool = True) -> Dict[str, Any]:
+    """``r2ac eval``: evaluate a run directory's newest checkpoint (or the one at step ``checkpoint``) or a
+    checkpoint file; ``overrides`` (``key=value``) change the env or eval settings for this evaluation.
+    Appends the result to ``eval.csv``, writes ``eval.json`` (the latest) and logs to TB/W&B."""
+    from r2ac.api import _config_of, load_checkpoint_for, policy_from_checkpoint, run_dir_of_path
+    from r2ac.config import ConfigError, apply_overrides
+    from r2ac.runtime.common import frames_per_step, set_fast_math
+
+    ckpt = load_checkpoint_for(path, checkpoint)
+    cfg = _config_of(ckpt, ckpt.get("path", path))
+    if cfg.algo == "ppo":
+        raise ConfigError(f"r2ac eval evaluates IMPALA/A2C runs; {path} is an algo=ppo run (its metrics.csv "
+                          "holds the training returns)")
+    if overrides:
+        cfg = apply_overrides(cfg, list(overrides))
+    set_fast_math(cfg.runtime.torch_threads)
+    greedy = cfg.eval.greedy if greedy is None else greedy
+    seed = 12345 if seed is None else int(seed)
+    run_dir = run_dir_of_path(path)
+    policy = policy_from_checkpoint(ckpt, cfg, greedy=greedy, seed=seed)
+    step = policy.step
+    vid = None
+    if cfg.eval.video if video is None else video:
+        vid = os.path.join(run_dir, "videos", f"eval_step{step}_{'greedy' if greedy else 'sampled'}.gif")
+    result = evaluate_policy(policy, cfg, sets=cfg.eval.sets if sets is None else sets,
+                             episodes=cfg.eval.episodes if episodes is None else episodes, seed=seed,
+                             greedy=greedy, num_envs=num_envs, video=vid)
+    result.update(step=step, env_frames=step * frames_per_step(cfg), checkpoint=str(ckpt.get("path", path)))
+    append_eval_csv(run_dir, result)
+    atomic_write_text(os.path.join(run_dir, "eval.json"), json.dumps(result, indent=2))
+    if log:
+        log_eval_to_backends(run_dir, cfg, result)
+    return result

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 from r2ac.fileio import atomic_write, atomic_write_text
 
 __all__ = ["RunLogger", "Progress", "progress", "plot_learning_curve", "resolve_wandb_mode",
-           "read_metrics"]
+           "read_metrics", "namespaced", "flatten_config", "open_wandb_run"]
 
 _RESERVED = ("step", "wall_time")
 
@@ -94,6 +94,94 @@ def _fmt(v: float) -> str:
     return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
 
 
+# Dashboard namespaces (TensorBoard tags, W&B keys): metrics.csv keeps the plain names.
+_TRAIN_KEYS = ("episode_return", "episode_length", "episodes")
+_SYSTEM_HINTS = ("_per_s", "busy", "bytes", "failures", "rejected", "lost_", "actor", "policy_lag", "memory",
+                 "rss", "cpu", "node", "in_flight", "queue", "unroll_length", "rtrl", "skipped", "updates")
+
+
+def namespaced(key: str) -> str:
+    """The dashboard name of a metric: ``train/`` (episodes), ``system/`` (throughput, failures, lag,
+    counters), ``learner/`` (losses and the other update statistics); names with a ``/`` stay as they are."""
+    if "/" in key:
+        return key
+    if key in _TRAIN_KEYS:
+        return "train/" + key
+    if any(h in key for h in _SYSTEM_HINTS):
+        return "system/" + key
+    return "learner/" + key
+
+
+def flatten_config(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"learner": {"discount": 0.99}}`` -> ``{"learner.discount": 0.99}``; values TensorBoard's hparams
+    take (numbers, strings, bools), anything else (lists, mappings) as its text."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, Mapping) and v and prefix.count(".") < 1 and key not in ("env.options", "model.core_options"):
+            out.update(flatten_config(v, key))
+        elif isinstance(v, (bool, int, float, str)):
+            out[key] = v
+        else:
+            out[key] = str(v)
+    return out
+
+
+_WANDB_MODES: dict[int, str] = {}  # id(run) -> the mode it was started in
+
+
+def open_wandb_run(run_dir: str, section: Any, config_dict: dict | None, run_name: str, *,
+                   resume: bool, x_axis: str = "env_frames") -> Any:
+    """Start (or, with ``resume``, continue by the id stored in ``<run_dir>/wandb_run_id``) the W&B run of a
+    run directory; ``None`` where W&B is unavailable (reported with a warning). Charts use ``x_axis``."""
+    try:
+        import wandb
+    except Exception as e:
+        _warn(f"W&B logging disabled: cannot import wandb ({e}); pip install wandb, or set "
+              "logger.wandb=false")
+        return None
+    mode = resolve_wandb_mode(_section_get(section, "wandb_mode", "auto"))
+    if mode == "disabled":
+        return None
+    id_path = os.path.join(run_dir, "wandb_run_id")
+    run_id = None
+    if resume and os.path.exists(id_path):
+        with open(id_path, encoding="utf-8") as fh:
+            run_id = fh.read().strip() or None
+    if run_id is None:
+        run_id = _new_run_id()
+        _atomic_write_text(id_path, run_id + "\n")
+    kwargs = dict(
+        project=_section_get(section, "wandb_project", "r2ac"),
+        group=_section_get(section, "wandb_group", "") or None,
+        tags=list(_section_get(section, "wandb_tags", []) or []) or None,
+        name=run_name,
+        config=dict(config_dict or {}),
+        dir=run_dir,
+        id=run_id,
+        resume="allow",
+        reinit="create_new",
+    )
+    run = None
+    for attempt in ([mode, "offline"] if mode == "online" else [mode]):
+        try:
+            run = wandb.init(mode=attempt, settings=wandb.Settings(init_timeout=60), **kwargs)
+            _WANDB_MODES[id(run)] = attempt
+            break
+        except Exception as e:
+            _warn(f"W&B init ({attempt}) failed: {type(e).__name__}: {e}"
+                  + ("; retrying offline" if attempt == "online" else "; W&B logging disabled for this run"))
+    if run is not None:
+        try:
+            run.define_metric("agent_step")
+            if x_axis != "agent_step":
+                run.define_metric(x_axis)
+            run.define_metric("*", step_metric=x_axis)
+        except Exception as e:
+            _warn(f"W&B define_metric failed ({e}); charts use W&B's own step")
+    return run
+
+
 def read_metrics(path: str | os.PathLike) -> tuple[list[str], list[dict[str, str]]]:
     """Header and rows (dicts of strings) of a metrics CSV; a partial last line is ignored."""
     with open(path, encoding="utf-8", newline="") as fh:
@@ -130,8 +218,11 @@ class RunLogger:
         run_name: str = "run",
         *,
         resume_step: int | None = None,
+        frames_per_step: float = 1.0,
     ):
         self.run_dir = os.fspath(run_dir)
+        self.frames_per_step = float(frames_per_step)
+        self._config_dict = dict(config_dict or {})
         os.makedirs(self.run_dir, exist_ok=True)
         self.run_name = run_name
         self.resume_step = resume_step
@@ -215,58 +306,33 @@ class RunLogger:
             self._tb = SummaryWriter(
                 log_dir=os.path.join(self.run_dir, "tensorboard"), purge_step=purge, flush_secs=30
             )
+            if self._config_dict and self.resume_step is None:
+                self._write_hparams()
         except Exception as e:  # missing tensorboard package, unwritable dir, ...
             _warn(f"TensorBoard logging disabled: {type(e).__name__}: {e} "
                   "(pip install tensorboard, or set logger.tensorboard=false)")
             self._tb = None
 
+    def _write_hparams(self) -> None:
+        """The resolved config as TensorBoard hparams of this run (its HPARAMS tab), linked to the
+        episode return and the evaluation return."""
+        try:
+            from torch.utils.tensorboard.summary import hparams
+
+            exp, ssi, sei = hparams(flatten_config(self._config_dict),
+                                    {"train/episode_return": float("nan"), "eval/return_mean": float("nan")})
+            writer = self._tb._get_file_writer()
+            for summ in (exp, ssi, sei):
+                writer.add_summary(summ)
+        except Exception as e:  # hparams are a convenience; the scalars matter
+            _warn(f"TensorBoard hparams not written: {type(e).__name__}: {e}")
+
     # ---------------------------------------------------------------- wandb
     def _init_wandb(self, section: Any, config_dict: dict | None) -> None:
-        try:
-            import wandb
-        except Exception as e:
-            _warn(f"W&B logging disabled: cannot import wandb ({e}); pip install wandb, or set "
-                  "logger.wandb=false")
-            return
-        mode = resolve_wandb_mode(_section_get(section, "wandb_mode", "auto"))
-        if mode == "disabled":
-            return
-        id_path = os.path.join(self.run_dir, "wandb_run_id")
-        run_id = None
-        if self.resume_step is not None and os.path.exists(id_path):
-            with open(id_path, encoding="utf-8") as fh:
-                run_id = fh.read().strip() or None
-        if run_id is None:
-            run_id = _new_run_id()
-            _atomic_write_text(id_path, run_id + "\n")
-        kwargs = dict(
-            project=_section_get(section, "wandb_project", "r2ac"),
-            group=_section_get(section, "wandb_group", "") or None,
-            tags=list(_section_get(section, "wandb_tags", []) or []) or None,
-            name=self.run_name,
-            config=dict(config_dict or {}),
-            dir=self.run_dir,
-            id=run_id,
-            resume="allow",
-            reinit="create_new",
-        )
-        for attempt in ([mode, "offline"] if mode == "online" else [mode]):
-            try:
-                self._wandb_run = wandb.init(
-                    mode=attempt, settings=wandb.Settings(init_timeout=60), **kwargs
-                )
-                self.wandb_mode = attempt
-                break
-            except Exception as e:
-                _warn(f"W&B init ({attempt}) failed: {type(e).__name__}: {e}"
-                      + ("; retrying offline" if attempt == "online" else
-                         "; W&B logging disabled for this run"))
+        self._wandb_run = open_wandb_run(self.run_dir, section, config_dict, self.run_name,
+                                         resume=self.resume_step is not None)
         if self._wandb_run is not None:
-            try:
-                self._wandb_run.define_metric("agent_step")
-                self._wandb_run.define_metric("*", step_metric="agent_step")
-            except Exception as e:
-                _warn(f"W&B define_metric failed ({e}); charts use W&B's own step")
+            self.wandb_mode = _WANDB_MODES.get(id(self._wandb_run))
             if self.wandb_mode == "offline":
                 print(f"W&B offline run in {self.run_dir}/wandb; upload later with "
                       f"`wandb sync {self.run_dir}/wandb/offline-run-*`", file=sys.stderr)
@@ -304,9 +370,19 @@ class RunLogger:
         self._csv.writerow([row.get(c, "") for c in self._columns])
         self._csv_fh.flush()
 
+        self.log_dashboards(step, clean)
+
+    def log_dashboards(self, step: int, metrics: Mapping[str, float], media: Mapping[str, Any] | None = None) -> None:
+        """Send metrics to TensorBoard (x: agent steps) and W&B (x: env frames, agent_step too) under their
+        namespaces (:func:`namespaced`), with ``system/env_frames``; not to metrics.csv (``log`` does both).
+        ``media``: W&B-only extras (e.g. ``{"eval/video": wandb.Video(...)}``)."""
+        step = int(step)
+        frames = int(round(step * self.frames_per_step))
+        named = {namespaced(k): float(v) for k, v in metrics.items()}
+        named.setdefault("system/env_frames", float(frames))
         if self._tb is not None:
             try:
-                for k, v in clean.items():
+                for k, v in named.items():
                     self._tb.add_scalar(k, v, global_step=step)
             except Exception as e:
                 _warn(f"TensorBoard logging failed ({type(e).__name__}: {e}); disabled")
@@ -314,7 +390,7 @@ class RunLogger:
 
         if self._wandb_run is not None:
             try:
-                self._wandb_run.log({**clean, "agent_step": step})
+                self._wandb_run.log({**named, **(media or {}), "agent_step": step, "env_frames": frames})
             except Exception as e:
                 _warn(f"W&B logging failed ({type(e).__name__}: {e}); disabled")
                 self._wandb_run = None

@@ -216,3 +216,43 @@ def test_rng_restore_checks_generators():
     a = legacy.rand(4)
     restore_rng_state(s, [legacy])
     assert np.array_equal(legacy.rand(4), a)
+
+
+def test_resume_with_larger_budget_continues_the_lr_schedule():
+    """The linear schedule goes on from the rate at the checkpoint and reaches 0 at the new total_steps,
+    instead of jumping (lr0 * (1 - s / T_new) would jump up from 0.25 lr0 to 0.625 lr0 here)."""
+    import dataclasses
+
+    from r2ac.agent.learner import Learner
+    from r2ac.agent.nets import AgentNet
+    from r2ac.config import apply_overrides, config_to_dict, load_config
+    from r2ac.runtime.common import continue_lr_schedule
+
+    old = load_config(None, ["total_steps=1000", "learner.learning_rate=0.01"])
+    net = AgentNet((3,), 2, stem="mlp", stem_fc=4, hidden_size=4)
+    learner = Learner(net, old.learner, old.total_steps)
+    learner.steps = 750
+    lr_at_ckpt = learner.learning_rate()
+    assert lr_at_ckpt == pytest.approx(0.0025)
+    ckpt = {"config": config_to_dict(old), "extra": {}}
+    new = apply_overrides(old, ["total_steps=2000"])
+    fresh = Learner(net, new.learner, new.total_steps)
+    fresh.steps = 750
+    note = continue_lr_schedule(fresh, new, ckpt)
+    assert "goes on from 0.0025" in note
+    assert fresh.learning_rate() == pytest.approx(lr_at_ckpt)
+    fresh.steps = 1375  # half way to the new end: half the rate
+    assert fresh.learning_rate() == pytest.approx(lr_at_ckpt / 2)
+    fresh.steps = 2000
+    assert fresh.learning_rate() == 0
+    # the re-anchored schedule is what the next checkpoint stores; resuming it again keeps it
+    again = Learner(net, new.learner, new.total_steps)
+    again.steps = 1375
+    sched = {"learning_rate": fresh.cfg.learning_rate, "total_steps": fresh.total_steps}
+    assert continue_lr_schedule(again, new, {"config": config_to_dict(new), "extra": {"lr_schedule": sched}}) is None
+    assert again.learning_rate() == pytest.approx(lr_at_ckpt / 2)
+    # same budget, old checkpoint without a stored schedule: unchanged
+    same = Learner(net, old.learner, old.total_steps)
+    same.steps = 750
+    assert continue_lr_schedule(same, old, ckpt) is None and same.learning_rate() == pytest.approx(lr_at_ckpt)
+    assert dataclasses.asdict(old.learner)["learning_rate"] == 0.01  # the run's config is not touched

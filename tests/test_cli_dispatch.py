@@ -31,3 +31,82 @@ def test_bad_env_option_is_a_clear_error(tmp_path, capsys):
     assert main(["train", "configs/quickstart.yaml", f"run_dir={tmp_path}", "env.options={corridor: 3}"]) == 2
     err = capsys.readouterr().err
     assert "corridor" in err and "corridor_length" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ discovery and user errors
+
+
+def test_version_and_list(capsys):
+    import pytest
+
+    import r2ac
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"r2ac {r2ac.__version__}"
+    assert main(["list", "cores"]) == 0
+    out = capsys.readouterr().out
+    assert "elstm" in out and "rtrl (exact)" in out and "gru" in out
+    assert main(["list", "envs"]) == 0
+    out = capsys.readouterr().out
+    assert "atari:<Game>" in out and "corridor_length=10" in out and "popgym:<Name>" in out
+    assert main(["list", "configs"]) == 0
+    out = capsys.readouterr().out
+    assert "quickstart " in out and "atari/breakout_rtrl_m50" in out and "atari/base" not in out
+
+
+def test_bench_help_lists_benchmarks(capsys):
+    assert main(["bench", "-h"]) == 0
+    out = capsys.readouterr().out
+    assert "core" in out and "vecenv" in out and "memory" in out
+
+
+def test_shipped_configs_work_from_any_directory(tmp_path, monkeypatch):
+    """`r2ac train quickstart` outside the repository: the configs are package data."""
+    from r2ac.config import PACKAGED_CONFIGS, load_config, resolve_config_path
+
+    monkeypatch.chdir(tmp_path)
+    assert load_config("quickstart").name == "quickstart"
+    assert load_config("configs/memory/tmaze.yaml").env.id == "tmaze"
+    assert load_config("atari/breakout_rtrl_m50.yaml").env.id == "atari:Breakout"  # inherits base.yaml
+    assert resolve_config_path("quickstart").startswith(PACKAGED_CONFIGS)
+    (tmp_path / "quickstart").write_text("name: mine\n")  # a file of that name wins
+    assert load_config("quickstart").name == "mine"
+
+
+def test_failed_start_leaves_no_run_directory(tmp_path, capsys):
+    for i, override in enumerate(["env.id=atari:NoSuchGameAtAll", "env.options={corridor: 3}", "env.id=nosuch"]):
+        run = tmp_path / f"run{i}"
+        assert main(["train", "quickstart", f"run_dir={run}", override, "logger.progress_bar=false"]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and not run.exists(), (override, err)
+    # an existing directory is never removed
+    keep = tmp_path / "existing"
+    keep.mkdir()
+    (keep / "notes.txt").write_text("mine")
+    assert main(["train", "quickstart", f"run_dir={keep}", "env.id=nosuch"]) == 2
+    assert (keep / "notes.txt").exists()
+
+
+def test_run_outputs_are_group_readable(tmp_path):
+    import stat
+
+    run = tmp_path / "run"
+    assert main(["train", "quickstart", f"run_dir={run}", "total_steps=80", "env.num_envs=4",
+                 "learner.batch_size=2", "model.hidden_size=4", "logger.progress_bar=false"]) == 0
+    modes = {p.relative_to(run): stat.S_IMODE(p.stat().st_mode) for p in [run, *run.rglob("*")]}
+    assert modes and all(m & 0o044 == 0o044 for m in modes.values()), modes  # group and others can read
+    assert all(m & 0o055 == 0o055 for p, m in modes.items() if (run / p).is_dir()), modes
+
+
+def test_pretrain_honours_pipeline_budget(tmp_path):
+    run = tmp_path / "pre"
+    assert main(["pretrain", "configs/memory/tmaze_pipeline.yaml", f"run_dir={run}", "total_steps=100000",
+                 "pipeline.pretrain_steps=160", "pipeline.pretrain_unroll_length=5", "env.num_envs=4",
+                 "learner.batch_size=2", "model.hidden_size=4", "logger.progress_bar=false",
+                 "logger.tensorboard=false"]) == 0
+    from r2ac.config import load_config
+
+    cfg = load_config(str(run / "config.yaml"))
+    assert (cfg.total_steps, cfg.learner.unroll_length, cfg.model.learning) == (160, 5, "tbptt")
+    assert json.load(open(run / "summary.json"))["step"] < 1000 and (run / "stem.safetensors").exists()

@@ -118,14 +118,14 @@ def test_tensorboard_events_written(tmp_path):
     assert files
     acc = EventAccumulator(str(tmp_path / "tensorboard"))
     acc.Reload()
-    ev = acc.Scalars("episode_return")
+    ev = acc.Scalars("train/episode_return")
     assert [(e.step, e.value) for e in ev] == [(0, 0.0), (10, 1.0), (20, 2.0)]
     # resume from step 10: the step-20 point is purged, the new one replaces it
     with RunLogger(tmp_path, {"tensorboard": True, "wandb": False}, {}, "r", resume_step=10) as lg:
         lg.log(20, {"episode_return": 7.0})
     acc = EventAccumulator(str(tmp_path / "tensorboard"))
     acc.Reload()
-    ev = acc.Scalars("episode_return")
+    ev = acc.Scalars("train/episode_return")
     assert [(e.step, e.value) for e in ev] == [(0, 0.0), (10, 1.0), (20, 7.0)]
 
 
@@ -175,7 +175,7 @@ def test_wandb_offline_run_records_history(wandb_env, tmp_path):
     dirs = glob.glob(str(run / "wandb" / f"offline-run-*-{run_id}"))
     assert len(dirs) == 1
     hist = wandb_history(os.path.join(dirs[0], f"run-{run_id}.wandb"))
-    assert [(h["agent_step"], h["episode_return"]) for h in hist] == [("10", "1"), ("20", "2")]
+    assert [(h["agent_step"], h["train/episode_return"]) for h in hist] == [("10", "1"), ("20", "2")]
 
     # resume reuses the run id; a fresh run gets a new one
     lg = RunLogger(run, section, {}, "my-run", resume_step=20)

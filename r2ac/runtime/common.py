@@ -9,6 +9,7 @@ only in how trajectories reach :class:`TrainingSession` and how its weights reac
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import json
 import os
@@ -135,6 +136,40 @@ def stop_status(exc: BaseException) -> str:
     return f"failed: {type(exc).__name__}"
 
 
+def continue_lr_schedule(learner, cfg: Config, ckpt: dict) -> Optional[str]:
+    """On resume: keep the linear learning-rate schedule continuous. The learner computes
+    ``lr = learning_rate * (1 - steps / total_steps)``; a resume with another ``total_steps`` would make the
+    rate jump (up, for a larger budget). Instead the rate goes on from its value at the checkpoint and
+    decays linearly to 0 at the new ``total_steps`` (a schedule that had already reached 0 restarts from
+    ``learning_rate``, stretched over the new budget). A changed ``learner.learning_rate`` is taken as
+    asked. Returns a line for the event log when the schedule was re-anchored."""
+    if cfg.learner.lr_schedule != "linear":
+        return None
+    old_cfg = ckpt.get("config") if isinstance(ckpt.get("config"), dict) else {}
+    old_lr = float(old_cfg.get("learner", {}).get("learning_rate", cfg.learner.learning_rate))
+    sched = (ckpt.get("extra") or {}).get("lr_schedule") or {
+        "learning_rate": old_lr, "total_steps": int(old_cfg.get("total_steps", cfg.total_steps))}
+    if cfg.learner.learning_rate != old_lr:
+        return f"learner.learning_rate changed to {cfg.learner.learning_rate:g}: the schedule starts from it"
+    lr0, total = float(sched["learning_rate"]), int(sched["total_steps"])
+    steps = learner.steps
+    if total != cfg.total_steps and steps < cfg.total_steps:
+        now = lr0 * max(0.0, 1.0 - steps / total)
+        if now > 0:
+            lr0, total = now * cfg.total_steps / (cfg.total_steps - steps), cfg.total_steps
+            note = (f"total_steps {int(sched['total_steps']):,} -> {cfg.total_steps:,}: the learning rate goes on "
+                    f"from {now:.3g} and decays to 0 at step {cfg.total_steps:,}")
+        else:
+            lr0, total = cfg.learner.learning_rate, cfg.total_steps
+            note = (f"total_steps -> {cfg.total_steps:,}: the learning-rate schedule had reached 0; it restarts "
+                    f"at {lr0 * (1 - steps / total):.3g} and decays to 0 at step {total:,}")
+    else:
+        note = None
+    learner.cfg = dataclasses.replace(learner.cfg, learning_rate=lr0)
+    learner.total_steps = total
+    return note
+
+
 def start_run(cfg: Config, resume: bool) -> Optional[dict]:
     """Check and create the run directory, save its config, seed the RNGs; returns the checkpoint to
     resume from (``None`` for a fresh run)."""
@@ -199,11 +234,13 @@ class TrainingSession:
         self.learner = learner_cls(self.net, cfg.learner, cfg.total_steps, self.device)
         self.counters = {k: 0 for k in COUNTERS}
         self.resumed = ckpt is not None
+        lr_note = None
         if ckpt is not None:
             self.net.load_state_dict(ckpt["model"])
             self.learner.load_state_dict(ckpt["extra"]["learner"])
             self.counters.update({k: int(v) for k, v in ckpt["counters"].items() if k in self.counters})
             restore_rng_state(ckpt["rng"])
+            lr_note = continue_lr_schedule(self.learner, cfg, ckpt)
         self.state_spec = self.net.core.state_spec()
         self.frames_per_step = frames_per_step(cfg)
         self.batcher = Batcher(cfg.learner.batch_size)
@@ -214,7 +251,8 @@ class TrainingSession:
                                               f"runtime:{cfg.runtime.kind}", f"core:{cfg.model.core}"]
         self.logger = RunLogger(self.run_dir, dataclasses.replace(cfg.logger, wandb_tags=tags),
                                 config_to_dict(cfg), cfg.name,
-                                resume_step=self.counters["step"] if self.resumed else None)
+                                resume_step=self.counters["step"] if self.resumed else None,
+                                frames_per_step=self.frames_per_step)
         self.episodes = RecentEpisodes()
         self.episodes.count = self.counters["episodes"]
         show = cfg.logger.progress_bar if progress_bar is None else progress_bar
@@ -231,6 +269,11 @@ class TrainingSession:
         self._bytes: List[int] = []
         self._events = os.path.join(self.run_dir, "events.log")
         self.learner_busy_s = 0.0  # time in updates and weight publication since the last row
+        every = cfg.eval.interval_steps
+        self._next_eval = (self.counters["step"] // every + 1) * every if every > 0 else None
+        self.last_eval: Optional[Dict] = None
+        if lr_note:
+            self.event(lr_note)
 
     # ------------------------------------------------------------------ data in
     def event(self, msg: str) -> None:
@@ -342,6 +385,46 @@ class TrainingSession:
         if now - self._t_ckpt >= self.cfg.checkpoint.interval_s:
             self.checkpoint()
             self._t_ckpt = now
+        if self._next_eval is not None and self.counters["step"] >= self._next_eval:
+            every = self.cfg.eval.interval_steps
+            self._next_eval = (self.counters["step"] // every + 1) * every
+            self.evaluate(sets=1, episodes=self.cfg.eval.interval_episodes)
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, sets: int, episodes: int) -> Optional[Dict]:
+        """Test episodes of the current weights on fresh envs (``eval.greedy``; ``eval.video`` records one):
+        a row of ``eval.csv``, ``eval/`` metrics on TensorBoard/W&B. A failure is reported, never fatal."""
+        from r2ac.api import Policy
+        from r2ac.evaluation import append_eval_csv, eval_metrics, evaluate_policy
+
+        step = self.counters["step"]
+        try:
+            net = copy.deepcopy(self.net).cpu()
+            net.observation_shape = self.obs_shape
+            ev = self.cfg.eval
+            policy = Policy(net, self.cfg, step=step, greedy=ev.greedy, seed=self.cfg.seed * 1000 + 555)
+            video = (os.path.join(self.run_dir, "videos", f"eval_step{step}_{'greedy' if ev.greedy else 'sampled'}.gif")
+                     if ev.video else None)
+            result = evaluate_policy(policy, self.cfg, sets=sets, episodes=episodes, seed=self.cfg.seed * 1000 + 555,
+                                     greedy=ev.greedy, video=video)
+        except Exception as e:
+            self.event(f"evaluation at step {step} failed ({type(e).__name__}: {e}); training goes on")
+            return None
+        result.update(step=step, env_frames=step * self.frames_per_step, checkpoint="(training)")
+        append_eval_csv(self.run_dir, result)
+        media = {}
+        if result.get("video") and self.logger.wandb_run is not None:
+            try:
+                import wandb
+
+                media["eval/video"] = wandb.Video(result["video"], format="gif")
+            except Exception:
+                pass
+        self.logger.log_dashboards(step, eval_metrics(result), media)
+        self.bar.write(f"eval at step {step:,}: return {result['mean']:.3f} over {sets * episodes} episodes "
+                       f"({result['mode']} actions)")
+        self.last_eval = result
+        return result
 
     # ------------------------------------------------------------------ persistence
     def checkpoint(self) -> str:
@@ -349,7 +432,8 @@ class TrainingSession:
         return save_run_checkpoint(
             self.run_dir, self.counters["step"], keep=self.cfg.checkpoint.keep, model_state=self.net.state_dict(),
             optimizer_state=None, counters=self.counters, rng_state=capture_rng_state(),
-            config=config_to_dict(self.cfg), extra={"learner": self.learner.state_dict()})
+            config=config_to_dict(self.cfg), extra={"learner": self.learner.state_dict(), "lr_schedule": {
+                "learning_rate": float(self.learner.cfg.learning_rate), "total_steps": int(self.learner.total_steps)}})
 
     def weights(self) -> Dict[str, torch.Tensor]:
         """The current weights on the CPU, detached (what actors load)."""
@@ -358,8 +442,12 @@ class TrainingSession:
     def finish(self, status: str) -> Dict:
         """Final checkpoint, close the logger, plot the learning curve; returns (and writes) the summary."""
         self.status = status
+        final_eval = None
         try:
             self.checkpoint()
+            ev = self.cfg.eval
+            if ev.at_end and ev.sets > 0 and status in ("finished", "stopped: time limit"):
+                final_eval = self.evaluate(sets=ev.sets, episodes=ev.episodes)
         finally:
             self.bar.close()
             self.logger.close()
@@ -380,6 +468,8 @@ class TrainingSession:
                    "rejected_trajectories": self.counters["rejected_trajectories"],
                    "env_failures": self.counters["env_failures"], "skipped_updates": self.learner.skipped,
                    "actor_failures": self.counters["actor_failures"], "lost_rollouts": self.counters["lost_rollouts"]}
+        if final_eval is not None:
+            summary["eval"] = {k: final_eval[k] for k in ("sets", "episodes", "mode", "mean", "std")}
         with open(os.path.join(self.run_dir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
         return summary
