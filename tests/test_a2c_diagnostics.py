@@ -132,6 +132,15 @@ def test_bench_memory_runs_and_writes_tables(tmp_path, capsys):
     assert {r["method"] for r in rows} == {"rtrl", "a2c"} and all(float(r["steps"]) > 0 for r in rows)
     assert all(0.0 <= float(r["best"]) <= 1.0 for r in rows)
     assert (out / "memory.png").stat().st_size > 0
+    # --report trains nothing: the table comes from the finished runs of the selection (a2c only here)
+    before = {r["method"]: r["steps"] for r in rows}
+    assert main(["--tasks", "cue-vector", "--spans", "3", "--methods", "a2c,tbptt", "--seeds", "0", "--report",
+                 "--out", str(out), "env.num_envs=8", "learner.batch_size=8", "model.hidden_size=8"]) == 0
+    rows = list(csv.DictReader(open(out / "memory_runs.csv")))
+    assert [(r["method"], r["steps"]) for r in rows] == [("a2c", before["a2c"])]
+    assert not (out / "runs" / "cue-vector-3-tbptt-s0").exists()
+    with pytest.raises(SystemExit):
+        main(["--tasks", "copy", "--spans", "3", "--report", "--out", str(out)])  # nothing finished there
     with pytest.raises(SystemExit):
         main(["--tasks", "nope", "--out", str(out)])
 

@@ -28,6 +28,8 @@ Methods (``--methods``): ``rtrl`` (the config as is), ``tbptt`` (truncated at th
 Writes ``<out>/memory_runs.csv`` (one row per run), ``<out>/memory.csv`` (medians over seeds),
 ``<out>/memory.png`` (success against wall time, mean over seeds with a min-max band) and each run's
 directory under ``<out>/runs``; a finished run is not run again (the command resumes a bench).
+``--report`` trains nothing: it rebuilds the table, CSVs and plot from the finished runs of the selection
+that exist under ``<out>/runs`` (e.g. after benches of different methods or seeds wrote to one ``--out``).
 """
 
 from __future__ import annotations
@@ -206,6 +208,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--threshold", type=float, default=0.9, help="success that counts as solved")
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one process, one torch thread)")
     p.add_argument("--out", default="bench_out/memory")
+    p.add_argument("--report", action="store_true",
+                   help="train nothing: table, CSVs and plot from the finished runs of the selection under --out")
     p.add_argument("overrides", nargs="*", help="key=value overrides applied to every run (e.g. learner.learning_rate=3e-3)")
     args = p.parse_args(argv)
     tasks = list(TASKS) if args.tasks == "all" else [t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -220,14 +224,23 @@ def main(argv: Optional[List[str]] = None) -> int:
                args.overrides)  # a bad config or override fails here, before any run starts
     jobs = [(args.config, t, s, m, seed, os.path.join(args.out, "runs", f"{t}-{s}-{m}-s{seed}"), args.minutes,
              tuple(args.overrides)) for t in tasks for s in spans for m in methods for seed in seeds]
-    print(f"r2ac bench memory: {len(jobs)} runs of {args.minutes:g} min, {args.jobs} at a time, "
+    if args.report:
+        jobs = [j for j in jobs if os.path.exists(os.path.join(j[5], "summary.json"))]
+        if not jobs:
+            p.error(f"--report: no finished run of this selection under {args.out}/runs; run the bench without "
+                    "--report first")
+    print(f"r2ac bench memory: {len(jobs)} {'finished runs' if args.report else 'runs'} of {args.minutes:g} min, "
+          f"{args.jobs} at a time, "
           f"settings {args.config} {' '.join(args.overrides)}", flush=True)
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(args.jobs, maxtasksperchild=1) as pool:
-        runs = []
-        for r in pool.imap_unordered(_one_run, jobs):
-            print(f"  {r['task']} span {r['span']} {r['method']} seed {r['seed']}: {r['status']}", flush=True)
-            runs.append(r)
+    runs = []
+    if args.report:  # every job is finished: _one_run only reads its summary
+        runs = [_one_run(j) for j in jobs]
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(args.jobs, maxtasksperchild=1) as pool:
+            for r in pool.imap_unordered(_one_run, jobs):
+                print(f"  {r['task']} span {r['span']} {r['method']} seed {r['seed']}: {r['status']}", flush=True)
+                runs.append(r)
     curves = {}
     for r in runs:
         path = os.path.join(r.get("run_dir", ""), "metrics.csv")
