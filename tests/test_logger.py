@@ -3,6 +3,7 @@ import glob
 import io
 import os
 import struct
+import time
 import sys
 
 import pytest
@@ -132,10 +133,22 @@ def test_tensorboard_events_written(tmp_path):
 # ------------------------------------------------------------------ wandb
 
 
-def wandb_history(run_file):
-    """Decode history rows from a .wandb transaction log (leveldb-log framing + protobuf)."""
+def wandb_history(run_file, wait_s: float = 20.0):
+    """Decode history rows from a .wandb transaction log (leveldb-log framing + protobuf).
+
+    wandb-core writes the log from its own process and can finish writing it a moment after
+    ``run.finish()`` has returned (seen under load: an empty log right after close, complete 1-3 s
+    later), so this waits up to ``wait_s`` for the file to stop being empty of records."""
     from wandb.proto import wandb_internal_pb2 as pb
 
+    deadline = time.monotonic() + wait_s
+    size = -1
+    while time.monotonic() < deadline:  # until the log has records and stopped growing for 0.5 s
+        now = os.path.getsize(run_file)
+        if now > 7 and now == size:
+            break
+        size = now
+        time.sleep(0.5)
     data = open(run_file, "rb").read()
     assert data[:4] == b":W&B"
     pos, block, buf, out = 7, 32768, b"", []
@@ -318,3 +331,30 @@ def test_progress_shows_rate_and_return(monkeypatch):
     text = err.getvalue()
     assert "1.00k/1.00k" in text or "1000/1000" in text
     assert "return=2.5" in text and "step/s" in text
+
+
+def test_dashboard_namespaces_env_frames_and_hparams(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from r2ac.logger import namespaced
+
+    assert [namespaced(k) for k in ("episode_return", "total_loss", "lr", "steps_per_s", "env_failures",
+                                    "policy_lag_mean", "eval/return_mean")] == [
+        "train/episode_return", "learner/total_loss", "learner/lr", "system/steps_per_s", "system/env_failures",
+        "system/policy_lag_mean", "eval/return_mean"]
+    config = {"name": "x", "learner": {"discount": 0.99, "optimizer": "adam"}, "env": {"options": {"a": 1}}}
+    with RunLogger(tmp_path, {"tensorboard": True, "wandb": False}, config, "r", frames_per_step=4) as lg:
+        lg.log(10, {"episode_return": 1.0, "total_loss": 0.5})
+    assert read_metrics(tmp_path / "metrics.csv")[0] == ["step", "wall_time", "episode_return", "total_loss"]
+    acc = EventAccumulator(str(tmp_path / "tensorboard"))
+    acc.Reload()
+    assert {"train/episode_return", "learner/total_loss", "system/env_frames"} <= set(acc.Tags()["scalars"])
+    assert [(e.step, e.value) for e in acc.Scalars("system/env_frames")] == [(10, 40.0)]
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    content = acc.PluginTagToContent("hparams")
+    start = next(plugin_data_pb2.HParamsPluginData.FromString(v) for v in content.values()
+                 if plugin_data_pb2.HParamsPluginData.FromString(v).HasField("session_start_info"))
+    hp = start.session_start_info.hparams
+    assert hp["learner.discount"].number_value == 0.99 and hp["learner.optimizer"].string_value == "adam"
+    assert hp["env.options"].string_value == "{'a': 1}"
