@@ -588,6 +588,10 @@ def _ema(values: list[float], weight: float) -> list[float]:
     return out
 
 
+_AXIS_WORDS = {"step": "agent steps", "env_frames": "env frames", "episode_return": "episode return",
+               "episode_length": "episode length (agent steps)", "wall_time": "wall time (s)"}
+
+
 def plot_learning_curve(
     metrics_csv: str | os.PathLike | Iterable[str | os.PathLike],
     out_png: str | os.PathLike,
@@ -641,15 +645,16 @@ def plot_learning_curve(
         if not xs:
             continue
         plotted += 1
+        marker = "o" if len(xs) < 3 else None  # a line through one point draws nothing: mark the points
         if smooth > 0:
-            line = ax.plot(xs, ys, alpha=0.25, linewidth=1)[0]
-            ax.plot(xs, _ema(ys, smooth), color=line.get_color(), linewidth=1.8, label=label)
+            line = ax.plot(xs, ys, alpha=0.25, linewidth=1, marker=marker)[0]
+            ax.plot(xs, _ema(ys, smooth), color=line.get_color(), linewidth=1.8, label=label, marker=marker)
         else:
-            ax.plot(xs, ys, linewidth=1.5, label=label)
+            ax.plot(xs, ys, linewidth=1.5, label=label, marker=marker)
     if plotted == 0:
         raise ValueError(f"no finite values of {y!r} against {x!r} in {', '.join(map(str, paths))}")
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
+    ax.set_xlabel(_AXIS_WORDS.get(x, x))
+    ax.set_ylabel(_AXIS_WORDS.get(y, y))
     ax.grid(True, alpha=0.3)
     if title:
         ax.set_title(title)

@@ -110,3 +110,15 @@ def test_pretrain_honours_pipeline_budget(tmp_path):
     cfg = load_config(str(run / "config.yaml"))
     assert (cfg.total_steps, cfg.learner.unroll_length, cfg.model.learning) == (160, 5, "tbptt")
     assert json.load(open(run / "summary.json"))["step"] < 1000 and (run / "stem.safetensors").exists()
+
+
+def test_bench_vecenv_compares_the_vector_envs(tmp_path, capsys):
+    import csv
+
+    out = tmp_path / "vecenv.csv"
+    assert main(["bench", "vecenv", "--envs", "CartPole-v1", "--num-envs", "2", "--seconds", "0.05",
+                 "--repeats", "1", "--csv", str(out)]) == 0
+    rows = list(csv.DictReader(open(out)))
+    assert [r["vector"] for r in rows] == ["r2ac", "gymnasium-sync", "gymnasium-async"]
+    assert all(float(r["steps_per_s"]) > 0 for r in rows) and float(rows[0]["vs_r2ac"]) == 1.0
+    assert "gymnasium-async" in capsys.readouterr().out

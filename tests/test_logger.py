@@ -358,3 +358,14 @@ def test_dashboard_namespaces_env_frames_and_hparams(tmp_path):
     hp = start.session_start_info.hparams
     assert hp["learner.discount"].number_value == 0.99 and hp["learner.optimizer"].string_value == "adam"
     assert hp["env.options"].string_value == "{'a': 1}"
+
+
+def test_one_row_run_plots_a_visible_point(tmp_path):
+    import matplotlib.image
+
+    with RunLogger(tmp_path, NO_BACKENDS, {}, "r") as lg:
+        lg.log(100, {"episode_return": 0.5})
+    png = plot_learning_curve(tmp_path / "metrics.csv", tmp_path / "curve.png", smooth=0.6)
+    img = matplotlib.image.imread(png)[..., :3]
+    blue = (img[..., 2] > 0.5) & (img[..., 0] < 0.3)  # matplotlib's first colour (#1f77b4)
+    assert blue.sum() > 20  # the marker is drawn (a one-point line alone leaves no pixels)
