@@ -100,6 +100,11 @@ _SYSTEM_HINTS = ("_per_s", "busy", "bytes", "failures", "rejected", "lost_", "ac
                  "rss", "cpu", "node", "in_flight", "queue", "unroll_length", "rtrl", "skipped", "updates")
 
 
+# W&B gets the plain names for now (tests/test_envs_dmlab.py reads `total_loss` from the W&B history);
+# True sends the namespaced names there too, as TensorBoard gets them.
+WANDB_NAMESPACES = False
+
+
 def namespaced(key: str) -> str:
     """The dashboard name of a metric: ``train/`` (episodes), ``system/`` (throughput, failures, lag,
     counters), ``learner/`` (losses and the other update statistics); names with a ``/`` stay as they are."""
@@ -390,7 +395,8 @@ class RunLogger:
 
         if self._wandb_run is not None:
             try:
-                self._wandb_run.log({**named, **(media or {}), "agent_step": step, "env_frames": frames})
+                payload = named if WANDB_NAMESPACES else dict(metrics)
+                self._wandb_run.log({**payload, **(media or {}), "agent_step": step, "env_frames": frames})
             except Exception as e:
                 _warn(f"W&B logging failed ({type(e).__name__}: {e}); disabled")
                 self._wandb_run = None

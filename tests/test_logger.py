@@ -188,7 +188,8 @@ def test_wandb_offline_run_records_history(wandb_env, tmp_path):
     dirs = glob.glob(str(run / "wandb" / f"offline-run-*-{run_id}"))
     assert len(dirs) == 1
     hist = wandb_history(os.path.join(dirs[0], f"run-{run_id}.wandb"))
-    assert [(h["agent_step"], h["train/episode_return"]) for h in hist] == [("10", "1"), ("20", "2")]
+    assert [(h["agent_step"], h["env_frames"], h["episode_return"]) for h in hist] == [
+        ("10", "10", "1"), ("20", "20", "2")]
 
     # resume reuses the run id; a fresh run gets a new one
     lg = RunLogger(run, section, {}, "my-run", resume_step=20)
