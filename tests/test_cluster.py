@@ -203,13 +203,17 @@ def test_compose_runs_a_training_to_the_end(podman, image):
     runs = host_runs(podman, "runs-compose")
     project = f"r2act{os.getpid()}"
     env.update(RAY_AUTH_TOKEN=secrets.token_hex(16), R2AC_IMAGE=image, R2AC_RUNS=str(runs), R2AC_WORKERS="1",
-               R2AC_WORKER_CPUS="2", R2AC_HEAD_CPUS="1", R2AC_NUM_ACTORS="2", R2AC_SHM_SIZE="1gb",
+               R2AC_WORKER_CPUS="2", R2AC_HEAD_CPUS="1", R2AC_NUM_ACTORS="2", R2AC_SHM_SIZE="1gb", R2AC_NPROC=str(podman["nproc"]),
                R2AC_DASHBOARD_PORT=str(free_port()), R2AC_WANDB="true", WANDB_MODE="offline",
                R2AC_TRAIN_ARGS=" ".join(TRAIN_ARGS))
     base = [compose_cmd, "-p", project, "-f", str(cdir / "docker-compose.yml")]
     t0 = time.time()
     try:
-        run([*base, "up", "-d", "ray-head", "worker", "trainer"], env, timeout=300, what="podman-compose up")
+        up = run([*base, "up", "-d", "ray-head", "worker", "trainer"], env, timeout=300, what="podman-compose up")
+        # podman-compose 1.0.3 exits 0 even when a container fails to start: look at their states.
+        states = run(["podman", "ps", "-a", "--filter", f"label=io.podman.compose.project={project}", "--format",
+                      "{{.Names}} {{.State}}"], env, timeout=60, what="podman ps").stdout
+        assert "created" not in states.lower(), f"containers did not start:\n{states}\n{(up.stdout + up.stderr)[-2000:]}"
         trainer = f"{project}_trainer_1"
         out = run(["podman", "wait", trainer], env, timeout=900, what="the trainer")
         TIMINGS["compose_up_to_trainer_exit_s"] = time.time() - t0
