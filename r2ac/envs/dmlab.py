@@ -239,8 +239,9 @@ class DMLabVecEnv(VecEnv):
         if process and level_cache is not None and not isinstance(level_cache, (str, os.PathLike)):
             raise ValueError("option 'level_cache' must be a directory path when process=true (envs run in "
                              "worker processes); a cache object works only with process=false")
-        if workers > self.num_envs:
-            raise ValueError(f"option 'workers' ({workers}) must not exceed num_envs ({self.num_envs})")
+        # at most one worker per env: a config's workers=2 also serves the 1-env venvs built to export a stem
+        # or to evaluate (r2ac.runtime.pipeline.export_run_stem)
+        workers = min(workers, self.num_envs)
         lab_config = {str(k): str(v) for k, v in (config or {}).items()}
         lab_config.update({"width": str(width), "height": str(height)})
         lab_config.setdefault("logLevel", "WARN")
