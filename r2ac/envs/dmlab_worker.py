@@ -9,10 +9,10 @@ here that ends only this worker, and the parent turns it into one error line.
 ``LabGroup`` is also what runs in-process (``process=False``): the same reset/step code either way.
 
 Protocol (``multiprocessing.connection.Connection`` over the socket): the parent sends one pickled
-settings dict, the worker answers ``("ready", None)`` or ``("error", message)``; then per call the parent
+settings dict, the worker answers ``b"K"`` (ready) or ``b"E"`` + a pickled message; then per call the parent
 sends ``b"R"`` (reset) or ``b"S" + actions as int64 bytes`` (step) or ``b"C"`` (close) and the worker
 answers with raw bytes: rewards (float32 x n) + done flags (uint8 x n) + observations (uint8, n x 3 x H x W),
-or a pickled ``("error", message)`` prefixed with ``b"E"``.
+or ``b"E"`` + a pickled message (``b"K"`` after a close).
 """
 
 from __future__ import annotations
