@@ -267,6 +267,10 @@ class LearnerProcess:
                         else:
                             submit(i)
                         continue
+                    except ray.exceptions.ObjectLostError as e:  # done, but its result lived on a node that died
+                        session.rollout_lost(f"actor {i}", _short(e), actor_failed=False)
+                        submit(i)  # a restarting actor answers with RayActorError, handled above
+                        continue
                     except ray.exceptions.RayTaskError as e:  # raised outside the env guard (e.g. recreating it)
                         submit(i)
                         session.env_failure(f"actor {i}", _short(getattr(e, "cause", None) or e))
