@@ -6,7 +6,7 @@ Env ids::
     cue, copy                        built-in long-credit recall tasks (delayed cue, copy), r2ac.envs.recall
     atari:<Game>                     ale-py native vector env, e.g. atari:Breakout, atari:MsPacman
     procgen:<game>                   procgen's vector env, e.g. procgen:chaser
-    dmlab:<level>                    DeepMind Lab (Docker image only), e.g. dmlab:rooms_watermaze
+    dmlab:<level>                    DeepMind Lab (`make dmlab`), e.g. dmlab:rooms_watermaze
     gym:<id> | gym:<module>:<Id>     any Gymnasium env with discrete actions, e.g. gym:CartPole-v1
     <module>:<Id>                    same as gym:<module>:<Id>
     gymc:<id>                        any Gymnasium env, Box (continuous) actions too (PPO agent)
