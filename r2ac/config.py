@@ -157,6 +157,7 @@ class PPOConfig:
     normalize_advantages: bool = _f(True, "normalise advantages per minibatch")
     value_cost: float = _f(0.5, "weight of the value loss", ge=0.0)
     log_std_init: float = _f(0.0, "initial log-std of the Gaussian policy (continuous actions)")
+    max_nonfinite_updates: int = _f(10, "skipped non-finite minibatch updates in a row before aborting", ge=0)
 
 
 @dataclass

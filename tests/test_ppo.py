@@ -319,6 +319,67 @@ def test_train_ppo_continuous_tbptt_refresh(tmp_path):
     assert s["status"] == "finished" and math.isfinite(s["recent_return"])
 
 
+def test_train_ppo_that_crashes_writes_status_failed(tmp_path, monkeypatch):
+    """Any exception ends the run with a checkpoint and a summary that says it failed (not "running")."""
+    from r2ac.agent import ppo
+    from r2ac.agent.ppo_runner import train_ppo
+    from r2ac.checkpoint import load_latest_checkpoint
+
+    def boom(self, ro, generator=None):
+        raise RuntimeError("injected learner failure")
+
+    monkeypatch.setattr(ppo.PPOLearner, "update", boom)
+    with pytest.raises(RuntimeError, match="injected"):
+        train_ppo(_cfg(tmp_path))
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed: RuntimeError"
+    assert load_latest_checkpoint(str(tmp_path / "run")) is not None
+
+
+def _nonfinite_after(monkeypatch, good: int):
+    """Make the PPO objective finite for its first ``good`` calls, then +inf."""
+    from r2ac.agent import ppo
+
+    real, calls = ppo.ppo_objective, [0]
+
+    def objective(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        calls[0] += 1
+        return (loss if calls[0] <= good else loss * math.inf), stats
+
+    monkeypatch.setattr(ppo, "ppo_objective", objective)
+
+
+def test_ppo_learner_skips_nonfinite_minibatches_and_counts_them_in_a_row(monkeypatch):
+    net, venv, col = _setup("rtu", dtype=torch.float32)
+    _nonfinite_after(monkeypatch, good=2)
+    learner = PPOLearner(net, epochs=1, minibatches=5, max_nonfinite_updates=3)
+    stats = learner.update(col.collect(), torch.Generator().manual_seed(0))
+    assert learner.updates == 2 and learner.skipped == 3 and stats["skipped_updates"] == 3
+    assert learner.nonfinite_in_row == 3
+    from r2ac.agent.learner import NonFiniteLossError
+
+    with pytest.raises(NonFiniteLossError, match="ppo.max_nonfinite_updates=3"):
+        learner.update(col.collect(), torch.Generator().manual_seed(0))
+    assert learner.skipped == 4 and learner.updates == 2
+    venv.close()
+
+
+def test_train_ppo_stops_after_max_nonfinite_updates_with_checkpoint(tmp_path, monkeypatch):
+    from r2ac.agent.learner import NonFiniteLossError
+    from r2ac.agent.ppo_runner import train_ppo
+    from r2ac.checkpoint import load_latest_checkpoint
+
+    _nonfinite_after(monkeypatch, good=0)
+    with pytest.raises(NonFiniteLossError, match="3 non-finite loss values in a row"):
+        train_ppo(_cfg(tmp_path, "ppo.max_nonfinite_updates=2", "total_steps=1000"))
+    run = tmp_path / "run"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "stopped: non-finite loss" and summary["skipped_updates"] == 3
+    ckpt = load_latest_checkpoint(str(run))
+    assert ckpt["extra"]["learner"]["skipped"] == 3 and ckpt["extra"]["learner"]["updates"] == 0
+
+
 def test_compare_equalises_recurrent_parameters():
     from r2ac.experiments.ppo_compare import equal_hidden_sizes
 

@@ -50,6 +50,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from r2ac.agent.learner import NonFiniteLossError
 from r2ac.agent.losses import gae_advantages, ppo_clipped_surrogate_loss, ppo_value_loss
 from r2ac.cores import make_core
 from r2ac.cores.base import State
@@ -471,13 +472,16 @@ def gather(ro: Rollout, t: Tensor, b: Tensor) -> Dict[str, Tensor]:
 
 class PPOLearner:
     """k epochs of m shuffled minibatches per rollout, Adam, global gradient-norm clip; optional refresh
-    of the stored traces (and values, advantages) after every epoch but the last."""
+    of the stored traces (and values, advantages) after every epoch but the last.
+
+    A minibatch whose loss or gradient norm is not finite is skipped (no optimizer step); more than
+    ``max_nonfinite_updates`` skipped in a row raise :class:`r2ac.agent.learner.NonFiniteLossError`."""
 
     def __init__(self, net: PPONet, *, epochs: int = 10, minibatches: int = 32, clip: float = 0.2,
                  value_clip: float = 0.5, value_cost: float = 0.5, entropy_cost: float = 0.0,
                  learning_rate: float = 3e-4, adam_eps: float = 1e-5, grad_norm_clip: float = 0.5,
                  gae_lambda: float = 0.95, discount: float = 0.99, refresh_traces: bool = False,
-                 sequence_length: int = 1, normalize_advantages: bool = True):
+                 sequence_length: int = 1, normalize_advantages: bool = True, max_nonfinite_updates: int = 10):
         self.net = net
         self.epochs, self.minibatches = int(epochs), int(minibatches)
         self.clip, self.value_clip, self.value_cost = float(clip), float(value_clip), float(value_cost)
@@ -486,11 +490,14 @@ class PPOLearner:
         self.refresh_traces = bool(refresh_traces)
         self.sequence_length = int(sequence_length)
         self.normalize_advantages = bool(normalize_advantages)
+        self.max_nonfinite_updates = int(max_nonfinite_updates)
         if self.sequence_length < 1:
             raise ValueError(f"sequence_length must be >= 1, got {sequence_length}")
         self.optimizer = torch.optim.Adam(net.parameters(), lr=learning_rate, eps=adam_eps)
         self.updates = 0  # applied optimizer steps
         self.iterations = 0  # rollouts trained on
+        self.skipped = 0  # minibatch updates skipped for a non-finite loss or gradient
+        self.nonfinite_in_row = 0
 
     def chunks(self, L: int, B: int) -> int:
         C = self.sequence_length
@@ -536,8 +543,10 @@ class PPOLearner:
                 if not math.isfinite(grad_norm) or not math.isfinite(loss.item()):
                     self.optimizer.zero_grad(set_to_none=True)
                     sums["skipped_updates"] = sums.get("skipped_updates", 0.0) + 1
+                    self._skip("loss" if not math.isfinite(loss.item()) else "gradient")
                     continue
                 self.optimizer.step()
+                self.nonfinite_in_row = 0
                 self.updates += 1
                 stats["grad_norm"] = grad_norm
                 stats["loss"] = loss.item()
@@ -553,9 +562,20 @@ class PPOLearner:
                    updates=float(self.updates))
         return out
 
+    def _skip(self, what: str) -> None:
+        self.skipped += 1
+        self.nonfinite_in_row += 1
+        if self.nonfinite_in_row > self.max_nonfinite_updates:
+            raise NonFiniteLossError(
+                f"{self.nonfinite_in_row} non-finite {what} values in a row (ppo.max_nonfinite_updates="
+                f"{self.max_nonfinite_updates}); the run stops with its last checkpoint kept. Lower "
+                f"ppo.learning_rate or check the environment's rewards.")
+
     def state_dict(self) -> Dict:
-        return {"optimizer": self.optimizer.state_dict(), "updates": self.updates, "iterations": self.iterations}
+        return {"optimizer": self.optimizer.state_dict(), "updates": self.updates, "iterations": self.iterations,
+                "skipped": self.skipped}
 
     def load_state_dict(self, d: Dict) -> None:
         self.optimizer.load_state_dict(d["optimizer"])
         self.updates, self.iterations = int(d["updates"]), int(d["iterations"])
+        self.skipped = int(d.get("skipped", 0))  # checkpoints from before the count

@@ -36,7 +36,7 @@ from r2ac.checkpoint import capture_rng_state, restore_rng_state, save_run_check
 from r2ac.config import Config, ConfigError, config_to_dict, save_config
 from r2ac.envs import make_vec_env
 from r2ac.logger import RunLogger, plot_learning_curve, progress
-from r2ac.runtime.common import checkpoint_to_resume, run_dir_of, set_fast_math
+from r2ac.runtime.common import checkpoint_to_resume, run_dir_of, set_fast_math, stop_status
 
 __all__ = ["PPO_OPTION_DEFAULTS", "TraceMemoryError", "build_ppo_net", "ppo_options", "train_ppo"]
 
@@ -138,7 +138,8 @@ def train_ppo(cfg: Config, resume: bool = False, *, time_limit_s: Optional[float
                              learning_rate=p.learning_rate, adam_eps=p.adam_eps, grad_norm_clip=p.grad_norm_clip,
                              gae_lambda=p.gae_lambda, discount=p.discount, refresh_traces=p.refresh_traces,
                              sequence_length=int(opts["sequence_length"]),
-                             normalize_advantages=bool(opts["normalize_advantages"]))
+                             normalize_advantages=bool(opts["normalize_advantages"]),
+                             max_nonfinite_updates=p.max_nonfinite_updates)
         n_chunks = learner.chunks(p.rollout_length, cfg.env.num_envs)
         if p.minibatches > n_chunks:
             print(f"note: {p.minibatches} minibatches asked, but a rollout has only {n_chunks} chunks of "
@@ -210,8 +211,8 @@ def train_ppo(cfg: Config, resume: bool = False, *, time_limit_s: Optional[float
                 t_ckpt = time.time()
         if status == "running":
             status = "finished" if counters["step"] >= cfg.total_steps else "stopped: time limit"
-    except KeyboardInterrupt:
-        status = "interrupted"
+    except BaseException as e:  # the summary says why the run ended (the exception goes on)
+        status = stop_status(e)
         raise
     finally:
         try:
@@ -236,6 +237,7 @@ def _finish(cfg, run_dir, status, counters, learner, recent, start, start_step, 
     elapsed = max(time.time() - start, 1e-9)
     summary = {"run_dir": run_dir, "status": status, "algo": "ppo", "step": counters["step"],
                "iterations": counters["iterations"], "updates": learner.updates, "episodes": counters["episodes"],
+               "skipped_updates": learner.skipped,
                "recent_return": float(np.mean(recent)) if recent else None,
                "steps_per_s": (counters["step"] - start_step) / elapsed, "wall_s": elapsed,
                "core": cfg.model.core, "learning": cfg.model.learning, "core_parameters": core_params,
