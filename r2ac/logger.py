@@ -100,9 +100,9 @@ _SYSTEM_HINTS = ("_per_s", "busy", "bytes", "failures", "rejected", "lost_", "ac
                  "rss", "cpu", "node", "in_flight", "queue", "unroll_length", "rtrl", "skipped", "updates")
 
 
-# W&B gets the plain names for now (tests/test_envs_dmlab.py reads `total_loss` from the W&B history);
-# True sends the namespaced names there too, as TensorBoard gets them.
-WANDB_NAMESPACES = False
+# W&B gets the namespaced names, as TensorBoard does (``learner/total_loss``, ``train/episode_return``); False
+# sends it the plain names of metrics.csv instead (the W&B keys before namespacing).
+WANDB_NAMESPACES = True
 
 
 def namespaced(key: str) -> str:

@@ -137,7 +137,7 @@ def test_real_training_starts_and_logs_like_other_suites(tmp_path, monkeypatch):
     assert glob.glob(str(run / "tensorboard" / "events.out.tfevents.*"))
     run_id = (run / "wandb_run_id").read_text().strip()
     files = glob.glob(str(run / "wandb" / f"offline-run-*-{run_id}" / f"run-{run_id}.wandb"))
-    assert files and any("total_loss" in row for row in wandb_history(files[0]))
+    assert files and any("learner/total_loss" in row for row in wandb_history(files[0]))  # W&B: namespaced
 
 
 @pytest.mark.parametrize("path", ["configs/dmlab/watermaze_rtrl_m100.yaml",

@@ -182,14 +182,18 @@ def test_wandb_offline_run_records_history(wandb_env, tmp_path):
     lg = RunLogger(run, section, {"learner": {"batch_size": 4}}, "my-run")
     assert lg.wandb_mode == "offline" and lg.wandb_run is not None
     for s in (10, 20):
-        lg.log(s, {"episode_return": s / 10})
+        lg.log(s, {"episode_return": s / 10, "total_loss": 0.5, "steps_per_s": 100.0})
     lg.close()
     run_id = (run / "wandb_run_id").read_text().strip()
     dirs = glob.glob(str(run / "wandb" / f"offline-run-*-{run_id}"))
     assert len(dirs) == 1
     hist = wandb_history(os.path.join(dirs[0], f"run-{run_id}.wandb"))
-    assert [(h["agent_step"], h["env_frames"], h["episode_return"]) for h in hist] == [
-        ("10", "10", "1"), ("20", "20", "2")]
+    # W&B gets the dashboard namespaces (as TensorBoard does); metrics.csv keeps the plain names
+    assert [(h["agent_step"], h["env_frames"], h["train/episode_return"], h["system/env_frames"]) for h in hist] == [
+        ("10", "10", "1", "10"), ("20", "20", "2", "20")]
+    assert all(h["learner/total_loss"] == "0.5" and h["system/steps_per_s"] == "100" for h in hist)
+    assert not any(k in h for h in hist for k in ("episode_return", "total_loss", "steps_per_s"))
+    assert read_metrics(run / "metrics.csv")[0] == ["step", "wall_time", "episode_return", "total_loss", "steps_per_s"]
 
     # resume reuses the run id; a fresh run gets a new one
     lg = RunLogger(run, section, {}, "my-run", resume_step=20)
