@@ -158,3 +158,23 @@ def test_all_finite_fast_path_is_exact():
     assert _all_finite(big)
     mixed = torch.tensor([float("inf"), -float("inf")])  # sum is NaN
     assert not _all_finite(mixed)
+
+
+def test_bench_memory_judge_and_step_budget(tmp_path):
+    from r2ac.bench.memory import judge, run_config
+
+    # climbs, crosses 0.9, wobbles below it, settles above 0.95, dips once to 0.93
+    values = [0.3, 0.5, 0.91, 0.87, 0.92, 0.96, 1.0, 0.93, 1.0]
+    curve = [(10.0 * i, 1000.0 * i, v) for i, v in enumerate(values)]
+    j = judge(curve, 0.9)
+    assert (j["solved_s"], j["solved_steps"], j["held"], j["settled"]) == (20.0, 2000.0, 0.87, 0.93)
+    assert j["best"] == 1.0 and j["final"] == 1.0
+    never = judge([(0.0, 0.0, 0.3), (1.0, 1.0, 0.5), (2.0, 2.0, 0.92)], 0.9)
+    assert never["held"] == 0.92 and math.isnan(never["settled"])
+    # the step budget: the config's total_steps by default (linear lr decay there), a given one, or none
+    base = run_config("configs/quickstart.yaml", "cue-pixels", 100, "rtrl", 0, str(tmp_path / "r"))
+    assert base.total_steps == 1_000_000 and base.learner.lr_schedule == "linear"
+    given = run_config("configs/quickstart.yaml", "cue-pixels", 100, "rtrl", 0, str(tmp_path / "r"), steps=2_000_000)
+    assert given.total_steps == 2_000_000 and given.learner.lr_schedule == "linear"
+    none = run_config("configs/quickstart.yaml", "cue-pixels", 100, "rtrl", 0, str(tmp_path / "r"), steps=0)
+    assert none.total_steps >= 10 ** 12 and none.learner.lr_schedule == "constant"

@@ -9,6 +9,13 @@ wall-clock budget and is judged from its training curve:
                  rows); for the cue, copy and T-maze tasks it is the fraction solved (copy: bits right)
     solved       first time (wall seconds, agent steps) that success >= --threshold
     held         the lowest success after solving (``no collapse`` means held >= threshold)
+    settled      the lowest success after it first reached (1 + threshold) / 2 (0.95): held without the
+                 first rows after crossing the threshold, while the curve is still climbing
+
+Each run has a step budget (``--steps``, the config's ``total_steps``) and a wall-clock budget
+(``--minutes``) and stops at whichever comes first; as in any run of the config, the learning rate decays
+linearly to 0 at the step budget (``learner.lr_schedule``). ``--steps 0`` trains with a constant learning
+rate to the wall-clock budget.
 
 Tasks (``--tasks``; ``span`` = the steps from the information to the decision that needs it, in units of
 M = 10 by default ``--spans 100,300,1000``):
@@ -56,9 +63,9 @@ TASKS: Dict[str, tuple] = {
 }
 METHODS = ("rtrl", "tbptt", "tbptt-full", "feedforward", "a2c")
 RUN_COLUMNS = ["task", "span", "method", "seed", "status", "steps", "wall_s", "steps_per_s", "solved_s",
-               "solved_steps", "best", "final", "held"]
+               "solved_steps", "best", "final", "held", "settled"]
 SUMMARY_COLUMNS = ["task", "span", "method", "seeds", "solved", "median_solved_min", "max_solved_min",
-                   "median_solved_Msteps", "median_best", "median_final", "min_held"]
+                   "median_solved_Msteps", "median_best", "median_final", "min_held", "min_settled"]
 
 
 def method_overrides(method: str, episode_steps: int, num_envs: int) -> List[str]:
@@ -75,8 +82,11 @@ def method_overrides(method: str, episode_steps: int, num_envs: int) -> List[str
     raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
 
 
-def run_config(base: str, task: str, span: int, method: str, seed: int, run_dir: str, extra: Sequence[str] = ()):
-    """The config of one bench run: ``base`` with the task swapped in and the method applied."""
+def run_config(base: str, task: str, span: int, method: str, seed: int, run_dir: str, extra: Sequence[str] = (),
+               steps: Optional[int] = None):
+    """The config of one bench run: ``base`` with the task swapped in and the method applied; ``steps``:
+    the step budget (``total_steps``; None keeps the config's, 0 = no step budget and a constant
+    learning rate)."""
     from r2ac.config import apply_overrides, load_config
 
     if task not in TASKS:
@@ -87,7 +97,11 @@ def run_config(base: str, task: str, span: int, method: str, seed: int, run_dir:
     overrides = [f"env.id={env_id}", "env.options={}", f"env.options={opts}", f"seed={seed}", f"run_dir={run_dir}",
                  f"name={task}-{span}-{method}-s{seed}", "runtime.kind=local", "logger.progress_bar=false",
                  "logger.tensorboard=false", "logger.wandb=false", "eval.sets=0", "checkpoint.interval_s=.inf",
-                 "total_steps=1000000000"]
+                 ]
+    if steps == 0:
+        overrides += ["total_steps=1000000000000", "learner.lr_schedule=constant"]
+    elif steps is not None:
+        overrides += [f"total_steps={int(steps)}"]
     overrides += method_overrides(method, episode_steps(span), cfg.env.num_envs) + list(extra)
     return apply_overrides(cfg, overrides)
 
@@ -113,16 +127,20 @@ def read_success_curve(metrics_csv: str, window: int = 3):
 def judge(curve, threshold: float) -> Dict:
     """Solved time/steps, best and final success and the lowest success after solving."""
     if not curve:
-        return {"solved_s": math.nan, "solved_steps": math.nan, "best": math.nan, "final": math.nan, "held": math.nan}
+        return {"solved_s": math.nan, "solved_steps": math.nan, "best": math.nan, "final": math.nan, "held": math.nan,
+                "settled": math.nan}
     solved = next((i for i, (_, _, v) in enumerate(curve) if v >= threshold and i >= 2), None)
+    high = (1.0 + threshold) / 2
+    settled = next((i for i, (_, _, v) in enumerate(curve) if v >= high and i >= 2), None)
     return {"solved_s": curve[solved][0] if solved is not None else math.nan,
             "solved_steps": curve[solved][1] if solved is not None else math.nan,
             "best": max(v for *_, v in curve), "final": curve[-1][2],
-            "held": min(v for *_, v in curve[solved:]) if solved is not None else math.nan}
+            "held": min(v for *_, v in curve[solved:]) if solved is not None else math.nan,
+            "settled": min(v for *_, v in curve[settled:]) if settled is not None else math.nan}
 
 
 def _one_run(job) -> Dict:
-    base, task, span, method, seed, run_dir, minutes, extra = job
+    base, task, span, method, seed, run_dir, minutes, extra, steps = job
     summary_path = os.path.join(run_dir, "summary.json")
     if not os.path.exists(summary_path):
         import shutil
@@ -130,7 +148,7 @@ def _one_run(job) -> Dict:
         from r2ac.runtime.local import train
 
         shutil.rmtree(run_dir, ignore_errors=True)  # an unfinished run starts over
-        cfg = run_config(base, task, span, method, seed, run_dir, extra)
+        cfg = run_config(base, task, span, method, seed, run_dir, extra, steps)
         try:
             train(cfg, time_limit_s=minutes * 60)
         except Exception as e:  # noqa: BLE001 - one failed run must not stop the bench
@@ -156,7 +174,9 @@ def summarize(runs: List[Dict], threshold: float) -> List[Dict]:
                     "max_solved_min": max(r["solved_s"] for r in solved) / 60 if solved else math.nan,
                     "median_solved_Msteps": med("solved_steps", solved) / 1e6 if solved else math.nan,
                     "median_best": med("best", ok), "median_final": med("final", ok),
-                    "min_held": min(r["held"] for r in solved) if solved else math.nan})
+                    "min_held": min(r["held"] for r in solved) if solved else math.nan,
+                    "min_settled": min((r["settled"] for r in solved if not math.isnan(r.get("settled", math.nan))),
+                                       default=math.nan)})
     return out
 
 
@@ -205,6 +225,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--methods", default="rtrl,tbptt", help=f"comma-separated, from: {', '.join(METHODS)}; or 'all'")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--minutes", type=float, default=10.0, help="wall-clock budget of each run")
+    p.add_argument("--steps", type=int, default=None,
+                   help="step budget of each run (total_steps; the learning rate decays linearly to 0 there); "
+                        "default: the config's total_steps; 0: none, constant learning rate")
     p.add_argument("--threshold", type=float, default=0.9, help="success that counts as solved")
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one process, one torch thread)")
     p.add_argument("--out", default="bench_out/memory")
@@ -221,15 +244,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     os.makedirs(args.out, exist_ok=True)
     run_config(args.config, tasks[0], spans[0], methods[0], seeds[0], os.path.join(args.out, "check"),
-               args.overrides)  # a bad config or override fails here, before any run starts
+               args.overrides, args.steps)  # a bad config or override fails here, before any run starts
     jobs = [(args.config, t, s, m, seed, os.path.join(args.out, "runs", f"{t}-{s}-{m}-s{seed}"), args.minutes,
-             tuple(args.overrides)) for t in tasks for s in spans for m in methods for seed in seeds]
+             tuple(args.overrides), args.steps) for t in tasks for s in spans for m in methods for seed in seeds]
     if args.report:
         jobs = [j for j in jobs if os.path.exists(os.path.join(j[5], "summary.json"))]
         if not jobs:
             p.error(f"--report: no finished run of this selection under {args.out}/runs; run the bench without "
                     "--report first")
-    print(f"r2ac bench memory: {len(jobs)} {'finished runs' if args.report else 'runs'} of {args.minutes:g} min, "
+    budget = "no step budget" if args.steps == 0 else f"{args.steps or 'config'} steps"
+    print(f"r2ac bench memory: {len(jobs)} {'finished runs' if args.report else 'runs'} of {args.minutes:g} min "
+          f"or {budget}, "
           f"{args.jobs} at a time, "
           f"settings {args.config} {' '.join(args.overrides)}", flush=True)
     runs = []
