@@ -132,6 +132,8 @@ def test_bench_memory_runs_and_writes_tables(tmp_path, capsys):
     assert {r["method"] for r in rows} == {"rtrl", "a2c"} and all(float(r["steps"]) > 0 for r in rows)
     assert all(0.0 <= float(r["best"]) <= 1.0 for r in rows)
     assert (out / "memory.png").stat().st_size > 0
+    table = (out / "memory.md").read_text().splitlines()
+    assert len(table) == 4 and table[2].startswith("| cue-vector | 3 | rtrl | ") and table[3].count("|") == 11
     # --report trains nothing: the table comes from the finished runs of the selection (a2c only here)
     before = {r["method"]: r["steps"] for r in rows}
     assert main(["--tasks", "cue-vector", "--spans", "3", "--methods", "a2c,tbptt", "--seeds", "0", "--report",

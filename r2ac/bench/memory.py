@@ -33,6 +33,7 @@ Methods (``--methods``): ``rtrl`` (the config as is), ``tbptt`` (truncated at th
 (the synchronous reference learner with Adam, ``r2ac.agent.a2c``).
 
 Writes ``<out>/memory_runs.csv`` (one row per run), ``<out>/memory.csv`` (medians over seeds),
+``<out>/memory.md`` (the per-seed table of docs/results.md),
 ``<out>/memory.png`` (success against wall time, mean over seeds with a min-max band) and each run's
 directory under ``<out>/runs``; a finished run is not run again (the command resumes a bench).
 ``--report`` trains nothing: it rebuilds the table, CSVs and plot from the finished runs of the selection
@@ -180,6 +181,31 @@ def summarize(runs: List[Dict], threshold: float) -> List[Dict]:
     return out
 
 
+def markdown_table(runs: List[Dict]) -> str:
+    """One row per (task, span, method) with the per-seed numbers, as docs/results.md shows them."""
+    def fmt(v, scale=1.0):
+        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v / scale:.2f}"
+
+    head = ("| task | span | method | seeds solved | minutes to 0.9, per seed | M steps to 0.9, per seed | "
+            "final success, per seed | lowest after solving | lowest after 0.95 | steps/s |")
+    lines = [head, "| " + " | ".join(["---"] * 10) + " |"]
+    groups: Dict[tuple, List[Dict]] = {}
+    for r in runs:
+        groups.setdefault((r["task"], r["span"], r["method"]), []).append(r)
+    for (task, span, method), rs in groups.items():
+        rs = sorted(rs, key=lambda r: r["seed"])
+        solved = [r for r in rs if not math.isnan(r.get("solved_s", math.nan))]
+        rates = [r["steps_per_s"] for r in rs if r.get("steps_per_s")]
+        held = min((r["held"] for r in solved), default=math.nan)
+        settled = min((r["settled"] for r in solved if not math.isnan(r.get("settled", math.nan))), default=math.nan)
+        lines.append(f"| {task} | {span} | {method} | {len(solved)}/{len(rs)} | "
+                     f"{', '.join(fmt(r.get('solved_s', math.nan), 60) for r in rs)} | "
+                     f"{', '.join(fmt(r.get('solved_steps', math.nan), 1e6) for r in rs)} | "
+                     f"{', '.join(fmt(r.get('final', math.nan)) for r in rs)} | {fmt(held)} | {fmt(settled)} | "
+                     + (f"{min(rates) / 1e3:.1f}-{max(rates) / 1e3:.1f} k |" if rates else "- |"))
+    return "\n".join(lines) + "\n"
+
+
 def plot(runs: List[Dict], curves: Dict[str, list], path: str, threshold: float, minutes: float) -> None:
     import matplotlib
 
@@ -276,6 +302,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     summary = summarize(runs, args.threshold)
     write_csv(os.path.join(args.out, "memory_runs.csv"), runs, RUN_COLUMNS)
     write_csv(os.path.join(args.out, "memory.csv"), summary, SUMMARY_COLUMNS)
+    with open(os.path.join(args.out, "memory.md"), "w") as f:
+        f.write(markdown_table(runs))
     plot(runs, curves, os.path.join(args.out, "memory.png"), args.threshold, args.minutes)
     print(format_table(summary, SUMMARY_COLUMNS))
     import torch
@@ -283,7 +311,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     torch.set_num_threads(1)  # the description names the threads of one run
     print(f"\n{machine_description()}; {args.jobs} runs at a time, one torch thread each; success >= "
           f"{args.threshold} over 3 log rows. CSV: {args.out}/memory.csv, {args.out}/memory_runs.csv; "
-          f"plot: {args.out}/memory.png")
+          f"table: {args.out}/memory.md; plot: {args.out}/memory.png")
     return 0
 
 
