@@ -545,3 +545,98 @@ def test_job_entry_prints_a_job_resume_hint_when_the_run_stops_early(job_entry, 
     monkeypatch.setattr("r2ac.cli.main", lambda argv=None: 0)
     assert job_entry.main(["--resume", str(run_dir)]) == 0
     assert capsys.readouterr().err == ""
+
+
+# --------------------------------------------------------------------------- setup-host.sh and make test-cluster
+
+SETUP_HOST = DOCKER / "podman" / "setup-host.sh"
+
+
+def _path_without(tmp_path: Path, names: set[str]) -> str:
+    """A PATH with every program of this one except ``names`` (links in one folder)."""
+    farm = tmp_path / "bin"
+    farm.mkdir()
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if not d or not Path(d).is_dir():
+            continue
+        for exe in Path(d).iterdir():
+            if exe.name in names or (farm / exe.name).exists() or not os.access(exe, os.X_OK):
+                continue
+            (farm / exe.name).symlink_to(exe)
+    return str(farm)
+
+
+def _fake_tools(tmp_path: Path, podman_run: str) -> str:
+    """A folder with stand-ins for podman (whose `run` does ``podman_run``), podman-compose, debootstrap,
+    rsync and ssh."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "podman").write_text('#!/bin/sh\ncase "$1" in\n  --version) echo "podman version 9.9.9";;\n'
+                                 f'  run) {podman_run};;\n  *) exit 0;;\nesac\n')
+    (fake / "podman-compose").write_text("#!/bin/sh\necho 'podman-compose version: 9.9.9'\n")
+    for name in ("debootstrap", "rsync", "ssh"):
+        (fake / name).write_text("#!/bin/sh\nexit 0\n")
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    return str(fake)
+
+
+def _setup_host(path: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SETUP_HOST)], env={**os.environ, "PATH": path}, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture()
+def no_engine_path(tmp_path):
+    if shutil.which("bash") is None or shutil.which("ldd") is None:
+        pytest.skip("setup-host.sh needs bash and ldd")
+    return _path_without(tmp_path, {"podman", "podman-compose", "apt-get", "sudo", "debootstrap", "rsync", "ssh"})
+
+
+def test_setup_host_without_podman_or_a_way_to_install_it_skips_with_one_line(no_engine_path):
+    out = _setup_host(no_engine_path)
+    assert out.returncode == 3, out.stdout + out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1 and "podman" in lines[0] and "no apt-get" in lines[0], out.stdout
+
+
+@pytest.mark.parametrize("podman_run, code, words", [
+    ("exit 0", 0, None),
+    # What a sandbox without user namespaces or cgroups answers: containers cannot run here, a skip.
+    ("echo 'Error: crun: creating cgroup directory: Read-only file system: OCI runtime error' >&2; exit 126",
+     3, "cannot start a container on this host: Error: crun: creating cgroup directory"),
+    ("echo 'Error: cannot clone: Operation not permitted' >&2; echo 'user namespaces are not enabled' >&2; exit 125",
+     3, "user namespaces are not enabled"),
+    # Anything else is a real failure, not a skip.
+    ("echo 'Error: database static dir mismatch for libpod' >&2; exit 125", 1,
+     "failed to start a trivial container (exit 125): Error: database static dir mismatch"),
+])
+def test_setup_host_probes_a_trivial_container(no_engine_path, tmp_path, podman_run, code, words):
+    before = set(Path("/var/tmp").glob("r2ac-probe.*"))
+    out = _setup_host(_fake_tools(tmp_path, podman_run) + os.pathsep + no_engine_path)
+    assert out.returncode == code, out.stdout + out.stderr
+    if words is None:
+        assert out.stdout == "" and "a container ran" in out.stderr, out.stdout + out.stderr
+    else:
+        lines = out.stdout.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0], out.stdout
+    assert not set(Path("/var/tmp").glob("r2ac-probe.*")) - before, "the probe's root folder was left behind"
+
+
+@pytest.mark.parametrize("code, make_ok, words", [
+    (3, True, "make test-cluster: skipped: no user namespaces here"),
+    (1, False, "make test-cluster: failed: "),
+])
+def test_make_test_cluster_skips_only_on_exit_3(tmp_path, code, make_ok, words):
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    setup = tmp_path / "setup.sh"
+    setup.write_text(f"#!/bin/sh\necho 'no user namespaces here'\nexit {code}\n")
+    setup.chmod(0o755)
+    venv = Path(sys.executable).parent.parent
+    out = subprocess.run(["make", "-s", "-C", str(ROOT), f"VENV={venv}", "-o", f"{venv}/.installed", "test-cluster",
+                          f"CLUSTER_SETUP={setup}"], capture_output=True, text=True, timeout=120)
+    assert (out.returncode == 0) == make_ok, out.stdout + out.stderr
+    assert words in out.stdout + out.stderr, out.stdout + out.stderr
+    if not make_ok:
+        assert "no user namespaces here" in out.stderr and "pytest" not in out.stdout
