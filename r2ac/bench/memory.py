@@ -225,10 +225,12 @@ def plot(runs: List[Dict], curves: Dict[str, list], path: str, threshold: float,
             if not cs:
                 continue
             ys = np.array([np.interp(grid, [t for t, _, _ in c], [v for *_, v in c], right=np.nan) for c in cs])
-            ok = ~np.isnan(ys).all(0)
-            mean = np.nanmean(ys[:, ok], 0)
-            ax.plot(grid[ok] / 60, mean, color=f"C{i}", label=f"{method} ({len(cs)} seeds)")
-            ax.fill_between(grid[ok] / 60, np.nanmin(ys[:, ok], 0), np.nanmax(ys[:, ok], 0), color=f"C{i}", alpha=0.2)
+            for y in ys:  # each seed thin, to its own end (runs that hit the step budget end earlier)
+                ax.plot(grid / 60, y, color=f"C{i}", lw=0.6, alpha=0.45)
+            ok = ~np.isnan(ys).any(0)  # mean and min-max band only while every seed is still running
+            if ok.any():
+                ax.plot(grid[ok] / 60, ys[:, ok].mean(0), color=f"C{i}", lw=1.8, label=f"{method} ({len(cs)} seeds)")
+                ax.fill_between(grid[ok] / 60, ys[:, ok].min(0), ys[:, ok].max(0), color=f"C{i}", alpha=0.2)
         ax.axhline(threshold, color="grey", lw=0.8, ls="--")
         ax.set_title(f"{task}, span {span}")
         ax.set_xlabel("wall time (minutes, one CPU core per run)")
