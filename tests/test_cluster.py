@@ -14,6 +14,7 @@ R2AC_TORCH_FIND_LINKS (a folder with the torch wheel; default: pip's find-links 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -25,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -57,7 +57,8 @@ def say(msg: str) -> None:
 
 
 def run(cmd: list[str], env: dict, timeout: float = 600, check: bool = True, nice: bool = False,
-        what: str = "") -> subprocess.CompletedProcess:
+        what: str = "", fix: str = "") -> subprocess.CompletedProcess:
+    """Run ``cmd``; on failure one line says what failed and ``fix``, then the command's last lines."""
     full = (["nice", "-n", "19"] if nice else []) + cmd
     try:
         out = subprocess.run(full, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
@@ -65,7 +66,7 @@ def run(cmd: list[str], env: dict, timeout: float = 600, check: bool = True, nic
         pytest.fail(f"{what or cmd[:3]} did not finish within {timeout:.0f} s")
     if check and out.returncode != 0:
         tail = "\n".join((out.stdout + out.stderr).splitlines()[-30:])
-        pytest.fail(f"{what or ' '.join(cmd[:4])} failed (exit {out.returncode}):\n{tail}")
+        pytest.fail(f"{what or ' '.join(cmd[:4])} failed (exit {out.returncode}){': ' + fix if fix else ''}:\n{tail}")
     return out
 
 
@@ -151,7 +152,9 @@ def image(podman) -> str:
         say("DMLAB_WHEEL not set: building the image without DeepMind Lab (--target base)")
         target = ["--target", "base"]
     run(["podman", "build", *args, *target, "-f", "docker/r2ac.Dockerfile", "-t", IMAGE, "."], env,
-        timeout=3600, nice=True, what="the r2ac image (docker/r2ac.Dockerfile)")
+        timeout=3600, nice=True, what="the r2ac image (docker/r2ac.Dockerfile)",
+        fix="the build's last lines below name the failing step; `podman build --format docker -f "
+            "docker/r2ac.Dockerfile --target base .` repeats it (docs/deployment.md, section 2)")
     TIMINGS["image_build_s"] = time.time() - t1
     # The image's own checks: non-root, pip check, r2ac importable.
     out = run(["podman", "run", "--rm", IMAGE, "bash", "-c",
@@ -188,25 +191,49 @@ def check_run_dir(run_dir: Path, status: str = "finished", min_step: int = 1) ->
 # --------------------------------------------------------------------------- docker-compose.yml
 
 
-def test_compose_runs_a_training_to_the_end(podman, image):
-    """docker/docker-compose.yml under podman-compose: head + a worker + the trainer; the trainer's
-    quickstart-sized run finishes and its run directory (with an offline W&B run) is on the host."""
-    env = dict(podman["env"])
+def _compose(podman, image, name: str, **settings: str) -> tuple[dict, list[str], str, Path]:
+    """The environment, base command, project name and host runs folder of a compose project."""
     compose_cmd = shutil.which("podman-compose")
     if compose_cmd is None:
         pytest.skip("podman-compose is not installed (apt-get install podman-compose)")
     # A copy of the compose file in a folder of its own: podman-compose reads `.env` beside the file and it
     # wins over the environment, so a user's docker/.env must not leak into the test.
-    cdir = podman["work"] / "compose"
+    cdir = podman["work"] / name
     cdir.mkdir()
     shutil.copy(ROOT / "docker" / "docker-compose.yml", cdir / "docker-compose.yml")
-    runs = host_runs(podman, "runs-compose")
-    project = f"r2act{os.getpid()}"
+    runs = host_runs(podman, f"runs-{name}")
+    project = f"r2ac{name[:4]}{os.getpid()}"
+    env = dict(podman["env"])
     env.update(RAY_AUTH_TOKEN=secrets.token_hex(16), R2AC_IMAGE=image, R2AC_RUNS=str(runs), R2AC_WORKERS="1",
-               R2AC_WORKER_CPUS="2", R2AC_HEAD_CPUS="1", R2AC_NUM_ACTORS="2", R2AC_SHM_SIZE="1gb", R2AC_NPROC=str(podman["nproc"]),
-               R2AC_DASHBOARD_PORT=str(free_port()), R2AC_WANDB="true", WANDB_MODE="offline",
-               R2AC_TRAIN_ARGS=" ".join(TRAIN_ARGS))
-    base = [compose_cmd, "-p", project, "-f", str(cdir / "docker-compose.yml")]
+               R2AC_WORKER_CPUS="2", R2AC_HEAD_CPUS="1", R2AC_NUM_ACTORS="2", R2AC_SHM_SIZE="1gb",
+               R2AC_NPROC=str(podman["nproc"]), R2AC_DASHBOARD_PORT=str(free_port()), **settings)
+    return env, [compose_cmd, "-p", project, "-f", str(cdir / "docker-compose.yml")], project, runs
+
+
+def _preflight(env: dict, cdir: Path) -> subprocess.CompletedProcess:
+    """docker/preflight.py as a user runs it before `up` (the env file beside the copied compose file)."""
+    return subprocess.run([sys.executable, str(ROOT / "docker" / "preflight.py"), "--env-file", str(cdir / ".env")],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def _project_left(env: dict, project: str) -> list[str]:
+    """Containers and networks of a compose project that still exist."""
+    ids = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}", "--filter",
+                          f"label=io.podman.compose.project={project}"], env=env, capture_output=True,
+                         text=True).stdout.split()
+    nets = [n for n in subprocess.run(["podman", "network", "ls", "--format", "{{.Name}}"], env=env,
+                                      capture_output=True, text=True).stdout.split() if n.startswith(project)]
+    return ids + nets
+
+
+def test_compose_runs_a_training_to_the_end(podman, image):
+    """docker/docker-compose.yml under podman-compose: head + a worker + the trainer; the trainer's
+    quickstart-sized run finishes, its status lines are in its container log (stdout is no terminal there),
+    and its run directory (with an offline W&B run) is on the host."""
+    env, base, project, runs = _compose(podman, image, "compose", R2AC_WANDB="true", WANDB_MODE="offline",
+                                        R2AC_TRAIN_ARGS=" ".join(TRAIN_ARGS))
+    pre = _preflight(env, Path(base[-1]).parent)
+    assert pre.returncode == 0 and "ready" in pre.stdout, pre.stdout + pre.stderr
     t0 = time.time()
     try:
         up = run([*base, "up", "-d", "ray-head", "worker", "trainer"], env, timeout=300, what="podman-compose up")
@@ -227,10 +254,45 @@ def test_compose_runs_a_training_to_the_end(podman, image):
         TIMINGS["compose_down_s"] = time.time() - t1
     # podman-compose 1.0.3's `down` removes containers but not the project's network (removed above).
     assert not [x for x in leftovers if "containers" in x], f"podman-compose down left {leftovers} (removed now)"
+    assert not _project_left(env, project)
+    # Progress in the container log: `podman-compose logs` / `podman logs` show one status line per interval.
+    status = re.findall(r"^\[train\] step [\d,]+/16,000 .*frames/s.*$", text, re.M)
+    assert len(status) >= 2, text[-3000:]
     summary = check_run_dir(runs / "compose", min_step=16000)
     assert summary["actor_nodes"] and summary["learner_node"], summary
-    assert list((runs / "compose" / "wandb").glob("offline-run-*")), "no offline W&B run on the volume"
-    say(f"compose: {summary['step']} steps, {TIMINGS['compose_up_to_trainer_exit_s']:.0f} s to the trainer's exit")
+    offline = list((runs / "compose" / "wandb").glob("offline-run-*"))
+    assert offline and list(offline[0].glob("*.wandb")), "no offline W&B run (with its .wandb file) on the volume"
+    # The learner says how to upload it, and `wandb sync` on the host reads it (a dry run: no network here).
+    assert "wandb sync /opt/r2ac/runs/compose/wandb/offline-run-" in text, text[-3000:]
+    sync = run([str(Path(sys.executable).parent / "wandb"), "sync", "--dry-run", str(offline[0])],
+               {k: v for k, v in env.items() if k != "WANDB_API_KEY"}, timeout=300, what="wandb sync --dry-run")
+    assert "Would sync 1 run(s)" in sync.stdout + sync.stderr, sync.stdout + sync.stderr
+    say(f"compose: {summary['step']} steps, {TIMINGS['compose_up_to_trainer_exit_s']:.0f} s to the trainer's exit, "
+        f"{len(status)} status lines in its log, e.g. {status[-1]!r}")
+
+
+def test_compose_with_the_dashboard_port_taken_says_which_and_leaves_nothing(podman, image):
+    """A user's most likely clash: something (a local `ray start --head`, another project) holds the host port
+    compose publishes the dashboard on. docker/preflight.py names it and a free one; the head really cannot
+    start (podman names the port); and the failed project leaves no container or network behind."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        env, base, project, _ = _compose(podman, image, "porttaken", R2AC_DASHBOARD_PORT=str(port))
+        pre = _preflight(env, Path(base[-1]).parent)
+        lines = pre.stderr.strip().splitlines()
+        assert pre.returncode == 1 and len(lines) == 1, pre.stdout + pre.stderr
+        assert f"port 127.0.0.1:{port} (R2AC_DASHBOARD_PORT" in lines[0] and "set R2AC_DASHBOARD_PORT=" in lines[0]
+        try:
+            up = run([*base, "up", "-d", "ray-head"], env, timeout=300, check=False, what="podman-compose up")
+            said = up.stdout + up.stderr
+            assert re.search(rf"127\.0\.0\.1:{port}.*address already in use", said), said[-3000:]
+        finally:
+            subprocess.run([*base, "down"], env=env, cwd=ROOT, capture_output=True, timeout=300)
+            _remove_project(env, project)
+    assert not _project_left(env, project)
+    say(f"port taken: preflight said {lines[0]!r}")
 
 
 def _remove_project(env: dict, project: str) -> list[str]:
@@ -352,17 +414,46 @@ class Cluster:
         return left
 
 
-@pytest.fixture
-def cluster(podman, image):
-    c = Cluster(podman, image, host_runs(podman, "runs-cluster"))
+@contextlib.contextmanager
+def cluster_up(podman, image, runs: Path):
+    """A started Cluster; its containers and network are removed when the block ends, also when it fails."""
+    c = Cluster(podman, image, runs)
     try:
         t0 = time.time()
         c.start()
-        TIMINGS["cluster_start_s"] = time.time() - t0
+        TIMINGS.setdefault("cluster_start_s", time.time() - t0)
         yield c
     finally:
         c.remove()
-        assert subprocess.run(["podman", "network", "exists", c.net], env=c.env).returncode != 0
+
+
+def cluster_left(c: Cluster) -> list[str]:
+    names = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], env=c.env, capture_output=True,
+                           text=True).stdout.split()
+    nets = subprocess.run(["podman", "network", "ls", "--format", "{{.Name}}"], env=c.env, capture_output=True,
+                          text=True).stdout.split()
+    return [n for n in names + nets if n.startswith(c.name)]
+
+
+@pytest.fixture
+def cluster(podman, image):
+    with cluster_up(podman, image, host_runs(podman, "runs-cluster")) as c:
+        yield c
+    assert not cluster_left(c)
+
+
+def test_a_cluster_that_fails_to_start_leaves_no_containers_or_networks(podman, image, monkeypatch):
+    """The second node never joins (here: the wait for it fails at once): the test fails, and the head, the
+    worker and the network it had made are gone."""
+    def never(self, n, timeout=300):
+        pytest.fail(f"the cluster did not reach {n} nodes (simulated)")
+
+    monkeypatch.setattr(Cluster, "wait_nodes", never)
+    with pytest.raises(pytest.fail.Exception, match="simulated"):
+        with cluster_up(podman, image, host_runs(podman, "runs-failed")) as c:
+            pass
+    assert c.containers, "the head and a worker were started before the failure"
+    assert not cluster_left(c), cluster_left(c)
 
 
 def test_two_node_job_survives_losing_its_worker_node_and_resumes(cluster):
@@ -373,6 +464,16 @@ def test_two_node_job_survives_losing_its_worker_node_and_resumes(cluster):
     bad = cluster.ray_cli("job", "list", "--address", f"http://127.0.0.1:{cluster.port}", token="0" * 32)
     assert bad.returncode != 0 and re.search(r"token|auth|401|403", bad.stdout + bad.stderr, re.I), \
         bad.stdout[-1000:] + bad.stderr[-1000:]
+
+    # A driver (`r2ac train --address`) with a wrong token: one line naming the token, no traceback.
+    drv = subprocess.run(["podman", "exec", "-e", "RAY_AUTH_TOKEN=" + "0" * 32, f"{cluster.name}-head", "r2ac",
+                          "train", "configs/quickstart.yaml", "runtime.kind=ray", "run_dir=/tmp/wrong-token",
+                          "--address", "r2ac-head:6379"], env=cluster.env, capture_output=True, text=True,
+                         timeout=300)
+    last = drv.stderr.strip().splitlines()[-1] if drv.stderr.strip() else ""
+    assert drv.returncode == 2 and "Traceback" not in drv.stderr, drv.stderr[-3000:]
+    assert last.startswith("r2ac train: error: the Ray cluster at r2ac-head:6379 refused this driver") and \
+        "RAY_AUTH_TOKEN" in last, drv.stderr[-3000:]
 
     run_dir = "/opt/r2ac/runs/job"  # absolute, on the volume every node mounts
     host_dir = cluster.runs / "job"

@@ -640,3 +640,129 @@ def test_make_test_cluster_skips_only_on_exit_3(tmp_path, code, make_ok, words):
     assert words in out.stdout + out.stderr, out.stdout + out.stderr
     if not make_ok:
         assert "no user namespaces here" in out.stderr and "pytest" not in out.stdout
+
+
+# --------------------------------------------------------------------------- joining a cluster: one line each
+
+
+@pytest.fixture()
+def ray_runtime(monkeypatch):
+    pytest.importorskip("ray")
+    from r2ac.runtime import ray_runtime as rr
+
+    def no_init(**kwargs):
+        raise AssertionError("ray.init must not be called")
+
+    monkeypatch.setattr(rr.ray, "init", no_init)
+    return rr
+
+
+def test_an_unreachable_head_is_one_line_at_once(ray_runtime, monkeypatch):
+    # Ray itself retries an address where nothing listens for many minutes; r2ac checks the port first.
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    monkeypatch.setattr(ray_runtime, "HEAD_WAIT_S", 1.0)
+    t0 = time.monotonic()
+    with pytest.raises(ray_runtime.ClusterError) as info:
+        ray_runtime.connect(f"127.0.0.1:{port}", {"address": f"127.0.0.1:{port}"})
+    assert time.monotonic() - t0 < 30
+    text = str(info.value)
+    assert "\n" not in text and f"no Ray head answers at 127.0.0.1:{port}" in text and "--address" in text, text
+    assert isinstance(info.value, ValueError)  # the CLI prints it as one `r2ac train: error: ...` line
+
+
+def test_a_wrong_or_missing_token_is_one_line_naming_the_token(ray_runtime, monkeypatch):
+    import socket
+
+    import ray
+
+    head = socket.socket()
+    head.bind(("127.0.0.1", 0))
+    head.listen()
+    address = f"127.0.0.1:{head.getsockname()[1]}"
+
+    def refused(**kwargs):  # what Ray 2.60's ray.init raises after the GCS answered "InvalidAuthToken"
+        try:
+            raise RuntimeError("Failed to connect to GCS. Last connection error: Traceback ...\n"
+                               "ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication "
+                               "token is missing or incorrect.")
+        except RuntimeError as e:
+            raise ConnectionError(f"Failed to connect to Ray cluster at {address}") from e
+
+    def no_token(**kwargs):
+        raise ray.exceptions.AuthenticationError("Token authentication is enabled but no authentication token "
+                                                 "was found")
+
+    try:
+        for fake, words in ((refused, "refused this driver: its token is missing or wrong"),
+                            (no_token, "this driver has no token")):
+            monkeypatch.setattr(ray_runtime.ray, "init", fake)
+            with pytest.raises(ray_runtime.ClusterError) as info:
+                ray_runtime.connect(address, {"address": address})
+            text = str(info.value)
+            assert "\n" not in text and words in text and address in text and "RAY_AUTH_TOKEN" in text, text
+        # Without an address (a local instance) Ray's own error passes through unchanged.
+        monkeypatch.setattr(ray_runtime.ray, "init", no_token)
+        with pytest.raises(ray.exceptions.AuthenticationError):
+            ray_runtime.connect(None, {})
+    finally:
+        head.close()
+
+
+# --------------------------------------------------------------------------- docker/preflight.py (before compose up)
+
+
+def _preflight(tmp_path: Path, env_file_text: str | None, engine: bool = True, **env: str) -> subprocess.CompletedProcess:
+    fake = tmp_path / "fakebin"  # a PATH with podman-compose (a stand-in) or no engine at all
+    shutil.rmtree(fake, ignore_errors=True)
+    fake.mkdir()
+    if engine:
+        (fake / "podman-compose").write_text("#!/bin/sh\necho 'podman-compose version: 1.0.3'\n")
+        (fake / "podman-compose").chmod(0o755)
+    env_file = tmp_path / ".env"
+    if env_file_text is not None:
+        env_file.write_text(env_file_text)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "R2AC_"))}
+    return subprocess.run([sys.executable, str(DOCKER / "preflight.py"), "--env-file", str(env_file)],
+                          env={**base, "PATH": str(fake), **env}, capture_output=True, text=True, timeout=60)
+
+
+def test_preflight_names_a_busy_dashboard_port_and_a_free_one(tmp_path):
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        out = _preflight(tmp_path, f"RAY_AUTH_TOKEN=abc\nR2AC_DASHBOARD_PORT={port}\n")
+    assert out.returncode == 1, out.stdout + out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    m = re.search(rf"port 127\.0\.0\.1:{port} \(R2AC_DASHBOARD_PORT.*in use.*set R2AC_DASHBOARD_PORT=(\d+) "
+                  rf"\(free now\) in \S*\.env", line)
+    assert m and int(m.group(1)) != port, line
+
+
+def test_preflight_ready_and_each_missing_piece_one_line(tmp_path):
+    ok = _preflight(tmp_path, "RAY_AUTH_TOKEN=abc\nR2AC_DASHBOARD_PORT=0\n", R2AC_DASHBOARD_PORT="")
+    # port 0 is not a port: one line naming the variable
+    assert ok.returncode == 1 and "R2AC_DASHBOARD_PORT=0 is not a port number" in ok.stderr, ok.stderr
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    ok = _preflight(tmp_path, f"RAY_AUTH_TOKEN=abc\nR2AC_DASHBOARD_PORT={free}\nR2AC_RUNS=runs\n")
+    assert ok.returncode == 0 and ok.stdout.startswith("preflight: ready (podman-compose)"), ok.stdout + ok.stderr
+    no_token = _preflight(tmp_path, f"RAY_AUTH_TOKEN=\nR2AC_DASHBOARD_PORT={free}\n")
+    (line,) = no_token.stderr.strip().splitlines()
+    assert no_token.returncode == 1 and "has no RAY_AUTH_TOKEN" in line and "token_hex" in line, line
+    runs = _preflight(tmp_path, f"RAY_AUTH_TOKEN=abc\nR2AC_DASHBOARD_PORT={free}\nR2AC_RUNS={tmp_path}/nope\n")
+    (line,) = runs.stderr.strip().splitlines()
+    assert f"R2AC_RUNS={tmp_path}/nope does not exist: mkdir -p" in line, line
+    none = _preflight(tmp_path, f"RAY_AUTH_TOKEN=abc\nR2AC_DASHBOARD_PORT={free}\n", engine=False)
+    (line,) = none.stderr.strip().splitlines()
+    assert none.returncode == 1 and line.startswith("preflight: no compose engine here") and "podman" in line, line

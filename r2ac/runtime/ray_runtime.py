@@ -398,6 +398,68 @@ def init_kwargs(cfg: Config, address: Optional[str], include_dashboard: Optional
             "dashboard_host": cfg.runtime.dashboard_host, "log_to_driver": True}
 
 
+class ClusterError(ValueError):
+    """The Ray cluster named by ``--address`` / ``RAY_ADDRESS`` / ``runtime.address`` cannot be joined (no head
+    answers there, or it refuses this driver's token); the message is one line naming the fix."""
+
+
+_TOKEN_FIX = ("use the cluster's token: RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the token> (or the token in "
+              "~/.ray/auth_token), as on the cluster's nodes")
+
+
+# How long `r2ac train --address HOST:PORT` waits for the head's port before giving up with one line.
+HEAD_WAIT_S = 10.0
+
+
+def _head_answers(address: str, wait_s: float) -> Optional[str]:
+    """``None`` if ``address`` (``HOST:PORT``) accepts a TCP connection within ``wait_s``, else why not.
+    Other forms (``auto``, ``ray://...``) are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host or "/" in host:
+        return None
+    host = host.strip("[]")
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=min(5.0, wait_s)).close()
+            return None
+        except OSError as e:
+            if time.monotonic() >= deadline:
+                return e.strerror or str(e) or type(e).__name__
+            time.sleep(1.0)
+
+
+def connect(address: Optional[str], kwargs: Dict) -> None:
+    """``ray.init(**kwargs)``. Joining the cluster at ``address`` fails with one line (:class:`ClusterError`)
+    when no head answers there (checked first: Ray itself retries for minutes) or the head refuses the
+    token."""
+    if address:
+        why = _head_answers(address, HEAD_WAIT_S)
+        if why is not None:
+            raise ClusterError(f"no Ray head answers at {address} ({why}): start the cluster first (`ray start "
+                               f"--head`, `docker compose up`, `ray up`) or give its GCS address HOST:6379 with "
+                               f"--address, RAY_ADDRESS or runtime.address")
+    try:
+        ray.init(**kwargs)
+    except (ConnectionError, ray.exceptions.AuthenticationError) as e:
+        if not address:
+            raise
+        chain, c = [], e
+        while c is not None and len(chain) < 10:
+            chain.append(c)
+            c = c.__cause__ or c.__context__
+        text = " ".join(str(c) for c in chain)
+        if any(isinstance(c, ray.exceptions.AuthenticationError) for c in chain) or "InvalidAuthToken" in text:
+            if "no authentication token was found" in text:
+                why = f"token authentication is on but this driver has no token for the Ray cluster at {address}"
+            else:
+                why = f"the Ray cluster at {address} refused this driver: its token is missing or wrong"
+            raise ClusterError(f"{why}; {_TOKEN_FIX}") from None
+        raise ClusterError(f"could not join the Ray cluster at {address}: {' '.join(str(e).split())} (is it the "
+                           f"head's GCS address, HOST:6379, and the same Ray version as here ({ray.__version__})?)"
+                           ) from None
+
+
 def learner_options(cfg: Config) -> Dict:
     """Where the learner process goes: ``num_gpus=runtime.learner_gpus`` and the custom resource
     ``learner`` when the cluster offers it (see docker/docker-compose.yml and deploy/cluster.yaml)."""
@@ -489,7 +551,8 @@ def train(cfg: Config, resume: bool = False, address: Optional[str] = None, *,
     _check(cfg)
     owns = False
     if not ray.is_initialized():
-        ray.init(**init_kwargs(cfg, resolve_address(address, cfg), include_dashboard))
+        address = resolve_address(address, cfg)
+        connect(address, init_kwargs(cfg, address, include_dashboard))
         owns = True
     previous = None
     try:
