@@ -8,6 +8,10 @@
     r2ac pretrain CONFIG                     TBPTT training, then export the stem (stem.safetensors)
     r2ac pipeline CONFIG                     pretrain the stem, then train with it frozen
     r2ac bench core|envs|system|tasks|memory|vecenv [...]  benchmarks: print a table, write CSV (+ PNG)
+    r2ac sweep CONFIG [--seeds 0,1,2] 'key=[a,b]' [key=value ...] [--local] [--name NAME]
+                                             seeds x grid values as Ray tasks (or one by one); a results table
+    r2ac plot RUN|SWEEP_DIR ... [--x env_frames] [--y episode_return] [--out PNG]
+                                             curves over seeds with confidence bands, IQM of final scores
     r2ac list envs|cores|configs             what there is to train
     r2ac --version
 
@@ -108,8 +112,43 @@ def _eval(args) -> int:
     print(f"{res['sets']} sets x {res['episodes']} episodes at step {res['step']} ({res['mode']} actions, seed "
           f"{res['seed']}): return {res['mean']:.3f} +- {res['std']:.3f} (set means "
           f"{[round(m, 3) for m in res['set_means']]})")
-    if res.get("video"):
-        print(f"video: {res['video']}")
+    for path in res.get("videos") or ([res["video"]] if res.get("video") else []):
+        print(f"video: {path}")
+    return 0
+
+
+def _sweep(args) -> int:
+    from r2ac.sweep import build_sweep, parse_seeds, run_sweep
+
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+    if args.num_cpus is not None and args.num_cpus < 1:
+        raise ValueError("--num-cpus must be >= 1")
+    sweep = build_sweep(args.config, args.overrides, seeds, name=args.name, sweep_dir=args.dir)
+    points = len(sweep.runs) // max(len(sweep.seeds), 1)
+    where = "one after another in this process" if args.local else (
+        f"as Ray tasks on {args.address}" if args.address else "as Ray tasks on a local Ray instance")
+    print(f"sweep {sweep.name}: {len(sweep.runs)} runs ({points} grid point{'s' * (points != 1)} x "
+          f"{len(sweep.seeds)} seed{'s' * (len(sweep.seeds) != 1)}) {where}, in {sweep.sweep_dir}", flush=True)
+    try:
+        rows = run_sweep(sweep, local=args.local, address=args.address, num_cpus=args.num_cpus)
+    except KeyboardInterrupt:
+        print(f"r2ac sweep: interrupted; finished runs are in {sweep.sweep_dir}/results.csv", file=sys.stderr)
+        return 130
+    failed = [r for r in rows if r["status"] != "finished"]
+    if failed:
+        print(f"r2ac sweep: {len(failed)} of {len(rows)} runs did not finish (their logs: "
+              f"{sweep.sweep_dir}/logs/)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _plot(args) -> int:
+    from r2ac.plotting import plot_runs
+
+    out = plot_runs(args.runs, out=args.out, x=args.x, y=args.y, smooth=args.smooth, final=args.final,
+                    final_fraction=args.final_fraction, reps=args.reps, seed=args.seed)
+    print(out["table"])
+    print(f"plot: {out['png']}")
+    print(f"aggregates: {out['csv']}")
     return 0
 
 
@@ -211,7 +250,44 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="env and action seed (default 12345)")
     p.add_argument("--num-envs", type=int, default=None, help="envs stepped together (default: eval.num_envs, "
                                                               "else env.num_envs)")
-    p.add_argument("--video", action="store_true", help="record one episode to RUN_DIR/videos/*.gif")
+    p.add_argument("--video", action="store_true", help="record one episode to RUN_DIR/videos/ (GIF, and MP4 with PyAV: "
+                                                          "pip install r2ac[video])")
+    p = sub.add_parser("sweep", help="train a config over seeds and a grid of values (Ray tasks, or --local)",
+                       description="Train CONFIG for every combination of --seeds and the grid values "
+                                   "('key=[a, b]'; a plain key=value applies to every run), each run in its own "
+                                   "directory under the sweep directory; every config is checked before any run "
+                                   "starts. At the end a results table, also in SWEEP_DIR/results.csv. With "
+                                   "logger.wandb the runs form one W&B group named after the sweep.")
+    p.add_argument("config", help="YAML config or a shipped config's name, e.g. quickstart")
+    p.add_argument("overrides", nargs="*", help="grid axes 'key=[a, b]' and key=value overrides for every run")
+    p.add_argument("--seeds", default=None, help="seeds, e.g. 0,1,2 or 0-4 (default: the config's seed)")
+    p.add_argument("--local", action="store_true", help="run one after another in this process instead of on Ray")
+    p.add_argument("--name", default=None, help="sweep name: W&B group and directory name (default: "
+                                                "<config name>-<date>-<time>)")
+    p.add_argument("--dir", default=None, metavar="SWEEP_DIR", help="sweep directory (default runs/sweeps/NAME)")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPU slots of the local Ray instance, which runs "
+                                                             "share by what they use (default: all cores)")
+    p.add_argument("--address", default=None, metavar="ADDR", help="run the tasks on the Ray cluster at ADDR")
+    p = sub.add_parser("plot", help="learning curves over seeds and IQM of final scores (PNG + CSV)",
+                       description="Curves of RUN directories (or every run of a sweep directory) against env "
+                                   "frames: runs that differ only in the seed (or share a sweep's grid point) are "
+                                   "one curve, the mean over seeds with a 95%% bootstrap confidence band; final "
+                                   "scores aggregated with rliable (interquartile mean, stratified bootstrap "
+                                   "95%% CIs). Writes a PNG and a CSV of the aggregates.")
+    p.add_argument("runs", nargs="+", help="run directories, sweep directories, or directories holding runs")
+    p.add_argument("--x", default="env_frames", choices=["env_frames", "step", "wall_time"],
+                   help="x axis (default env frames)")
+    p.add_argument("--y", default="episode_return", help="metric of metrics.csv (default episode_return)")
+    p.add_argument("--out", default=None, metavar="PNG", help="the PNG (the CSV goes beside it); default: "
+                                                             "plot.png in the sweep, run or common directory")
+    p.add_argument("--smooth", type=float, default=0.6, help="EMA weight per run before averaging (0 = raw)")
+    p.add_argument("--final", choices=["train", "eval"], default="train",
+                   help="final score: the metric over the last --final-fraction of training, or the last "
+                        "evaluation of eval.csv")
+    p.add_argument("--final-fraction", type=float, default=0.1, help="share of the x range the final training "
+                                                                      "score averages over (default 0.1)")
+    p.add_argument("--reps", type=int, default=2000, help="bootstrap replications (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p = sub.add_parser("list", help="list env ids, cores or shipped configs")
     p.add_argument("what", choices=["envs", "cores", "configs"])
     # no -h of its own: `r2ac bench core -h` shows the benchmark's options
@@ -226,13 +302,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         if args.command == "bench":
             return _bench(args, rest)
-        if args.command == "eval":  # overrides after the options
+        if args.command in ("eval", "sweep"):  # overrides after the options
             args.overrides += [r for r in rest if "=" in r and not r.startswith("-")]
             rest = [r for r in rest if not ("=" in r and not r.startswith("-"))]
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         if args.command == "list":
             return _list(args)
+        if args.command == "sweep":
+            return _sweep(args)
+        if args.command == "plot":
+            return _plot(args)
         if args.command in ("train", "pretrain", "pipeline"):
             args.resume = getattr(args, "resume", None)
             # a lone "key=value" in the config slot is an override, not a file

@@ -134,7 +134,14 @@ def test_tensorboard_events_written(tmp_path):
 
 
 def wandb_history(run_file, wait_s: float = 20.0):
-    """Decode history rows from a .wandb transaction log (leveldb-log framing + protobuf).
+    """Decode history rows from a .wandb transaction log (see ``wandb_records``)."""
+    return [{i.key or "/".join(i.nested_key): i.value_json for i in rec.history.item}
+            for rec in wandb_records(run_file, "history", wait_s)]
+
+
+def wandb_records(run_file, record_type: str, wait_s: float = 20.0):
+    """Decode the records of one kind (``history``, ``run``, ...) from a .wandb transaction log (leveldb-log
+    framing + protobuf).
 
     wandb-core writes the log from its own process and can finish writing it a moment after
     ``run.finish()`` has returned (seen under load: an empty log right after close, complete 1-3 s
@@ -169,9 +176,8 @@ def wandb_history(run_file, wait_s: float = 20.0):
         if kind in (1, 4):
             rec = pb.Record()
             rec.ParseFromString(buf)
-            if rec.WhichOneof("record_type") == "history":
-                out.append({i.key or "/".join(i.nested_key): i.value_json
-                            for i in rec.history.item})
+            if rec.WhichOneof("record_type") == record_type:
+                out.append(rec)
     return out
 
 

@@ -1,0 +1,175 @@
+"""`r2ac sweep`: the grid and seeds, checks before any run, runs on a real local Ray instance and one by one,
+W&B groups, the results table."""
+
+import csv
+import glob
+import json
+import os
+
+import pytest
+
+from r2ac.cli import main
+from r2ac.config import ConfigError, load_config
+from r2ac.sweep import build_sweep, parse_grid, parse_seeds, run_problems, run_resources
+
+TINY = ["total_steps=200", "env.num_envs=4", "env.options={corridor_length: 4}", "learner.batch_size=2",
+        "model.hidden_size=8", "logger.log_interval_s=0.2", "checkpoint.interval_s=.inf"]
+
+
+def _rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# ------------------------------------------------------------------ the grid
+
+
+def test_seeds_and_grid_syntax():
+    assert parse_seeds("0,1,2") == [0, 1, 2] and parse_seeds("3-5,1,4") == [3, 4, 5, 1]
+    for bad in ("0,x", "-1", "5-2", ""):
+        with pytest.raises(ValueError, match="--seeds"):
+            parse_seeds(bad)
+    fixed, grid = parse_grid(["learner.learning_rate=[0.001, 3e-4]", "total_steps=100", "logger.wandb_tags=[a, b]",
+                              "model.stem_channels=[[16, 32], [8]]", "env.options={corridor_length: 4}",
+                              "logger.tensorboard=[true, false]"])
+    # a list-valued key takes one list as a plain override; a list of lists sweeps it
+    assert fixed == ["total_steps=100", "logger.wandb_tags=[a, b]", "env.options={corridor_length: 4}"]
+    assert grid == [("learner.learning_rate", ["0.001", "3e-4"]), ("model.stem_channels", ["[16, 32]", "[8]"]),
+                    ("logger.tensorboard", ["true", "false"])]
+    with pytest.raises(ConfigError) as e:
+        parse_grid(["model.learning=[rtrl, tbptt", "x", "seed=[1, 2]", "name=a", "lr=[]", "a=[1, 1]", "b=1", "b=2"])
+    assert len(e.value.errors) == 7
+    text = str(e.value)
+    for part in ("not a YAML list", "'x' is neither", "use --seeds", "sets name", "no values", "listed twice",
+                 "given twice"):
+        assert part in text, part
+
+
+def test_runs_are_the_cross_product_with_unique_names_and_dirs(tmp_path):
+    sweep = build_sweep("quickstart", ["model.learning=[rtrl, tbptt]", "learner.unroll_length=[5, 10]", *TINY],
+                        [0, 1], name="s", sweep_dir=str(tmp_path / "s"))
+    assert len(sweep.runs) == 8 and not (tmp_path / "s").exists()  # nothing written before running
+    names = [r.name for r in sweep.runs]
+    dirs = [r.run_dir for r in sweep.runs]
+    assert len(set(names)) == len(set(dirs)) == 8
+    assert names[:2] == ["s/learning=rtrl,unroll_length=5/seed0", "s/learning=rtrl,unroll_length=5/seed1"]
+    assert dirs[1] == os.path.join(str(tmp_path / "s"), "learning=rtrl,unroll_length=5_seed1")
+    assert {(r.cfg.model.learning, r.cfg.learner.unroll_length, r.cfg.seed) for r in sweep.runs} == {
+        (m, u, s) for m in ("rtrl", "tbptt") for u in (5, 10) for s in (0, 1)}
+    assert all(r.cfg.logger.wandb_group == "s" and r.cfg.name == r.name and r.cfg.total_steps == 200
+               for r in sweep.runs)
+    # the same last key component twice: the full keys tell them apart
+    sweep = build_sweep("quickstart", ["learner.learning_rate=[0.01]", "ppo.learning_rate=[0.02]"], name="t")
+    assert sweep.runs[0].label == "learner.learning_rate=0.01,ppo.learning_rate=0.02"
+
+
+def test_env_id_sweep_drops_the_previous_envs_options():
+    """Overriding env.id with another kind of env drops the options written for the config's env (issue 14:
+    `env.id=atari:Breakout` on quickstart failed on corridor_length)."""
+    cfg = load_config("quickstart", ["env.id=atari:Breakout"])
+    assert cfg.env.options == {} and run_problems(cfg) == []
+    assert load_config("quickstart", ["env.id=tmaze"]).env.options == {"corridor_length": 40}  # same env: kept
+    sweep = build_sweep("quickstart", ["env.id=[tmaze, cue, atari:Breakout]"], name="e")
+    assert [r.cfg.env.options for r in sweep.runs] == [{"corridor_length": 40}, {}, {}]
+
+
+def test_every_problem_is_reported_before_any_run(tmp_path, capsys):
+    """Grid syntax, unknown keys, bad values, unknown env ids and cores: all in one error, nothing started."""
+    out = tmp_path / "s"
+    code = main(["sweep", "quickstart", "--dir", str(out), "learner.foo=[1, 2]", "learner.batch_size=[0, 2]",
+                 "env.id=[tmaze, nope]", "model.learning=[rtrl, tbptt", "model.core=nope", "seed=3"])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists() and "Traceback" not in err
+    assert err.startswith("r2ac sweep: error: invalid config in the sweep of quickstart (6 problems):")
+    for part in ("the sweep sets seed", "unknown key 'learner.foo'", "learner.batch_size: must be > 0, got 0",
+                 "id=nope: env.id: unknown env id 'nope'", "not a YAML list", "unknown core 'nope'"):
+        assert err.count(part) == 1, part  # once, not once per grid point or seed
+    # a problem of one combination only names its grid point
+    with pytest.raises(ConfigError) as e:
+        build_sweep("quickstart", ["algo=[impala, a2c]", "learner.batch_size=[2, 4]", "env.num_envs=4",
+                                   "env.id=[tmaze, cue]"])
+    assert [m.split(" (")[0] for m in e.value.errors] == [
+        "algo=a2c,batch_size=2,id=tmaze; algo=a2c,batch_size=2,id=cue: algo=a2c needs learner.batch_size=4"]
+    # ... and one of every combination with a grid value names that value
+    with pytest.raises(ConfigError, match=r"in the sweep of quickstart: id=tmaze: env.options: unknown option"):
+        build_sweep("quickstart", ["env.id=[tmaze, copy]", "env.options.span=[5, 6]"])
+    assert main(["sweep", "quickstart", "--seeds", "1-0"]) == 2
+    assert "--seeds '1-0'" in capsys.readouterr().err
+
+
+def test_resources_per_run():
+    local = load_config("quickstart", ["runtime.torch_threads=2"])
+    assert run_resources(local, 8) == {"cpus": 2.0, "num_cpus": 2.0, "num_gpus": 0.0}
+    assert run_resources(load_config("quickstart", ["runtime.torch_threads=0"]), 4)["num_cpus"] == 4.0
+    assert run_resources(load_config("quickstart", ["device=cuda"]), 4)["num_gpus"] == 1.0
+    ray_run = load_config("quickstart", ["runtime.kind=ray", "runtime.num_actors=3"])
+    # its learner and actors are Ray actors of their own: the task holds no CPU, the sweep counts 4 slots
+    assert run_resources(ray_run, 8) == {"cpus": 4.0, "num_cpus": 0.0, "num_gpus": 0.0}
+
+
+# ------------------------------------------------------------------ running
+
+
+def test_sweep_on_a_local_ray_instance(tmp_path, capsys):
+    """Seeds x values as Ray tasks on a real local Ray instance: a run directory each, one results table."""
+    ray = pytest.importorskip("ray")
+    out = tmp_path / "s"
+    code = main(["sweep", "quickstart", "--seeds", "0,1", "model.learning=[rtrl, tbptt]", *TINY, "--name", "tiny",
+                 "--dir", str(out), "--num-cpus", "2"])
+    stdout = capsys.readouterr().out
+    assert code == 0, stdout
+    assert "4 runs (2 grid points x 2 seeds) as Ray tasks on a local Ray instance" in stdout
+    assert not ray.is_initialized()  # the sweep's own instance is stopped at the end
+    rows = _rows(out / "results.csv")
+    assert [(r["run"], r["seed"], r["model.learning"]) for r in rows] == [
+        ("learning=rtrl", "0", "rtrl"), ("learning=rtrl", "1", "rtrl"), ("learning=tbptt", "0", "tbptt"),
+        ("learning=tbptt", "1", "tbptt")]
+    assert all(r["status"] == "finished" and int(r["steps"]) >= 200 and float(r["wall_s"]) > 0 for r in rows)
+    for r in rows:
+        summary = json.load(open(os.path.join(r["run_dir"], "summary.json")))
+        assert float(r["final_return"]) == pytest.approx(summary["recent_return"], rel=1e-5)
+        saved = load_config(os.path.join(r["run_dir"], "config.yaml"))
+        assert (saved.seed, saved.model.learning, saved.name) == (
+            int(r["seed"]), r["model.learning"], f"tiny/{r['run']}/seed{r['seed']}")
+        assert (out / "logs" / (os.path.basename(r["run_dir"]) + ".log")).stat().st_size > 0
+    described = json.load(open(out / "sweep.json"))
+    assert described["grid"] == {"model.learning": ["rtrl", "tbptt"]} and described["seeds"] == [0, 1]
+    # the table printed at the end: one line per run and the mean over seeds per grid point
+    assert "learning=tbptt  1     finished" in stdout and "learning=rtrl: " in stdout
+    # a second sweep into the same directory is refused
+    assert main(["sweep", "quickstart", *TINY, "--dir", str(out), "--local"]) == 2
+    assert "exists and is not empty" in capsys.readouterr().err
+
+
+def test_local_sweep_groups_wandb_runs_and_reports_failures(tmp_path, monkeypatch, capsys):
+    """--local runs one by one in this process; with W&B each run is named sweep/value/seed in the sweep's
+    group; a run that fails at its start is a row of the table (its reason in one line), the others go on."""
+    from test_logger import wandb_records
+
+    for var in ("WANDB_API_KEY", "WANDB_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
+        (tmp_path / var.lower()).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    out = tmp_path / "s"
+    # corridor_length=-1 passes the config checks (env options are the env's to judge) and fails at the start
+    code = main(["sweep", "quickstart", "--local", "--seeds", "0,1", "env.options.corridor_length=[4, -1]", *TINY,
+                 "logger.wandb=true", "logger.wandb_mode=offline", "--name", "grp", "--dir", str(out)])
+    captured = capsys.readouterr()
+    assert code == 1 and "2 of 4 runs did not finish" in captured.err
+    assert "one after another in this process" in captured.out
+    rows = _rows(out / "results.csv")
+    assert [r["status"] for r in rows][:2] == ["finished", "finished"]
+    failed = rows[2:]
+    assert all(r["status"].startswith("failed: ") and "corridor_length" in r["status"] for r in failed)
+    assert all(not os.path.exists(r["run_dir"]) for r in failed)  # no half-made run directory
+    assert "Traceback" in (out / "logs" / "corridor_length=-1_seed0.log").read_text()
+    groups = []
+    for r in rows[:2]:
+        run_id = open(os.path.join(r["run_dir"], "wandb_run_id")).read().strip()
+        files = glob.glob(os.path.join(r["run_dir"], "wandb", f"offline-run-*-{run_id}", f"run-{run_id}.wandb"))
+        rec = wandb_records(files[0], "run")[0].run
+        groups.append((rec.run_group, rec.display_name))
+    assert groups == [("grp", "grp/corridor_length=4/seed0"), ("grp", "grp/corridor_length=4/seed1")]
