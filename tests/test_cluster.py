@@ -206,7 +206,8 @@ def _compose(podman, image, name: str, **settings: str) -> tuple[dict, list[str]
     env = dict(podman["env"])
     env.update(RAY_AUTH_TOKEN=secrets.token_hex(16), R2AC_IMAGE=image, R2AC_RUNS=str(runs), R2AC_WORKERS="1",
                R2AC_WORKER_CPUS="2", R2AC_HEAD_CPUS="1", R2AC_NUM_ACTORS="2", R2AC_SHM_SIZE="1gb",
-               R2AC_NPROC=str(podman["nproc"]), R2AC_DASHBOARD_PORT=str(free_port()), **settings)
+               R2AC_NPROC=str(podman["nproc"]), R2AC_DASHBOARD_PORT=str(free_port()))
+    env.update(settings)
     return env, [compose_cmd, "-p", project, "-f", str(cdir / "docker-compose.yml")], project, runs
 
 
@@ -415,9 +416,8 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster_up(podman, image, runs: Path):
-    """A started Cluster; its containers and network are removed when the block ends, also when it fails."""
-    c = Cluster(podman, image, runs)
+def cluster_up(c: Cluster):
+    """``c`` started; its containers and network are removed when the block ends, also when it fails."""
     try:
         t0 = time.time()
         c.start()
@@ -437,7 +437,8 @@ def cluster_left(c: Cluster) -> list[str]:
 
 @pytest.fixture
 def cluster(podman, image):
-    with cluster_up(podman, image, host_runs(podman, "runs-cluster")) as c:
+    c = Cluster(podman, image, host_runs(podman, "runs-cluster"))
+    with cluster_up(c):
         yield c
     assert not cluster_left(c)
 
@@ -449,9 +450,9 @@ def test_a_cluster_that_fails_to_start_leaves_no_containers_or_networks(podman, 
         pytest.fail(f"the cluster did not reach {n} nodes (simulated)")
 
     monkeypatch.setattr(Cluster, "wait_nodes", never)
-    with pytest.raises(pytest.fail.Exception, match="simulated"):
-        with cluster_up(podman, image, host_runs(podman, "runs-failed")) as c:
-            pass
+    c = Cluster(podman, image, host_runs(podman, "runs-failed"))
+    with pytest.raises(pytest.fail.Exception, match="simulated"), cluster_up(c):
+        pass
     assert c.containers, "the head and a worker were started before the failure"
     assert not cluster_left(c), cluster_left(c)
 
@@ -492,23 +493,30 @@ def test_two_node_job_survives_losing_its_worker_node_and_resumes(cluster):
         time.sleep(2)
     else:
         pytest.fail("the job wrote no metrics in 600 s:\n" + cluster.job_logs("r2ac-test-1")[-3000:])
+    rows_at_kill = len((host_dir / "metrics.csv").read_text().splitlines())
     run(["podman", "kill", f"{cluster.name}-node2"], cluster.env, timeout=60, what="killing node2")
     t_kill = time.time()
+    status_at_kill = cluster.job_status("r2ac-test-1")
     cluster.worker("node3")
     status = cluster.wait_job("r2ac-test-1")
     TIMINGS["two_node_job_s"] = time.time() - t0
     logs = cluster.job_logs("r2ac-test-1")
     assert status == "SUCCEEDED", logs[-4000:]
+    events = (host_dir / "events.log").read_text()
+    summary = json.loads((host_dir / "summary.json").read_text())
+    where = (f"node2 killed {t_kill - t0:.0f} s after submit with {rows_at_kill} metrics rows, job then "
+             f"{status_at_kill}; summary {json.dumps({k: summary.get(k) for k in ('step', 'actor_nodes', 'node_hosts', 'actor_failures', 'lost_rollouts')})}; "
+             f"events:\n{events[-3000:]}")
+    say(where.split(";")[0])
     assert re.search(rf"\[train\] step [\d,]+/{JOB_STEPS:,} .* frames/s", logs), logs[-3000:]  # progress in job logs
     summary = check_run_dir(host_dir, min_step=JOB_STEPS)
     hosts = summary["node_hosts"]
     assert hosts[summary["learner_node"]] == "r2ac-head", summary
     for i, nodes in summary["actor_nodes"].items():
-        assert hosts[nodes[0]] == "r2ac-node2", (i, summary)  # all actors on the second node
-        assert hosts[nodes[-1]] == "r2ac-node3", (i, summary)  # restarted on the node that replaced it
-    assert summary["actor_failures"] >= 1, summary
-    events = (host_dir / "events.log").read_text()
-    assert "actor placement: node" in events and "now runs on node" in events, events
+        assert hosts[nodes[0]] == "r2ac-node2", (i, where)  # all actors on the second node
+        assert hosts[nodes[-1]] == "r2ac-node3", (i, where)  # restarted on the node that replaced it
+    assert summary["actor_failures"] >= 1, where
+    assert "actor placement: node" in events and "now runs on node" in events, where
     say(f"two-node job: {summary['step']} steps, node2 killed at {t_kill - t0:.0f} s, "
         f"actors moved to node3; {TIMINGS['two_node_job_s']:.0f} s in all")
 
