@@ -1,6 +1,7 @@
 """Evaluation: test episodes of a trained policy, results appended to ``<run_dir>/eval.csv`` (one row per
-evaluation, never overwritten) and logged to TensorBoard / W&B under ``eval/``; optionally a video (an
-animated GIF of the observations) of one episode in ``<run_dir>/videos/``.
+evaluation, never overwritten) and logged to TensorBoard / W&B under ``eval/``; optionally a video of the
+observations of one episode in ``<run_dir>/videos/``: an animated GIF, and an H.264 MP4 beside it when PyAV
+is installed (``pip install r2ac[video]``), which is the one W&B gets (``eval/video``).
 
 Taking "the first n episodes to finish" over a batch of envs over-samples short episodes (an agent that
 dies early finishes more episodes in the same time), which biases the mean return. ``EpisodeQuota``
@@ -79,16 +80,70 @@ def write_gif(frames: List[np.ndarray], path: str, fps: int = 15) -> str:
     return path
 
 
+def write_mp4(frames: List[np.ndarray], path: str, fps: int = 15) -> str:
+    """An MP4 of RGB ``frames`` (H.264, yuv420p: what browsers and W&B play; MPEG-4 part 2 where the FFmpeg
+    libraries have no H.264 encoder) through PyAV. Odd sizes are padded by one black row/column (yuv420p
+    needs even ones). Raises ImportError without PyAV."""
+    import av
+
+    h, w = frames[0].shape[:2]
+    H, W = h + h % 2, w + w % 2
+    codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
+
+    def write(fh) -> None:
+        with av.open(fh, mode="w", format="mp4") as container:
+            stream = container.add_stream(codec, rate=int(fps))
+            stream.width, stream.height, stream.pix_fmt = W, H, "yuv420p"
+            for f in frames:
+                img = np.zeros((H, W, 3), dtype=np.uint8)
+                img[:h, :w] = f
+                for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                    container.mux(packet)
+            for packet in stream.encode():  # flush the encoder
+                container.mux(packet)
+
+    atomic_write(path, write)
+    return path
+
+
+def write_videos(frames: List[np.ndarray], path: str, fps: int = 15) -> List[str]:
+    """The episode as ``<stem>.gif`` and, with PyAV installed, ``<stem>.mp4`` (``path``'s extension is
+    replaced). Returns the files written, the MP4 first when there is one. A failed MP4 is a warning."""
+    import warnings
+
+    stem = os.path.splitext(path)[0]
+    written = [write_gif(frames, stem + ".gif", fps)]
+    try:
+        written.insert(0, write_mp4(frames, stem + ".mp4", fps))
+    except ImportError:
+        pass  # no PyAV: the GIF alone
+    except Exception as e:  # a video must never lose an evaluation
+        warnings.warn(f"MP4 video not written ({type(e).__name__}: {e}); the GIF is in {written[0]}",
+                      RuntimeWarning, stacklevel=2)
+    return written
+
+
+def wandb_video(result: Dict[str, Any]) -> Dict[str, Any]:
+    """``{"eval/video": wandb.Video(...)}`` of an evaluation's video (the MP4 where there is one), or ``{}``."""
+    if not result.get("video"):
+        return {}
+    import wandb
+
+    return {"eval/video": wandb.Video(result["video"])}  # format from the file's extension
+
+
 def play(policy, venv, episodes: int, *, greedy: bool = False, record: Optional[str] = None,
          max_steps: Optional[int] = None) -> Dict[str, Any]:
     """``episodes`` test episodes of ``policy`` (an :class:`r2ac.api.Policy`) on ``venv`` (each env
-    contributing its first episodes, see ``EpisodeQuota``). ``record``: write env 0's first episode as an
-    animated GIF there (image observations only). Returns returns, lengths and the video path (or None)."""
+    contributing its first episodes, see ``EpisodeQuota``). ``record``: write env 0's first episode there
+    (image observations only) as a GIF and, with PyAV, an MP4 (:func:`write_videos`). Returns returns, lengths,
+    ``video`` (the MP4 where written, else the GIF, or None) and ``videos`` (every file written)."""
     quota = EpisodeQuota(venv.num_envs, episodes)
     obs = venv.reset()
     state = policy.initial_state(venv.num_envs)
     reward = done = None
     frames: Optional[List[np.ndarray]] = [] if record else None
+    videos: List[str] = []
     steps = 0
     while not quota.full():
         if frames is not None:
@@ -102,13 +157,13 @@ def play(policy, venv, episodes: int, *, greedy: bool = False, record: Optional[
         obs, reward, done, info = venv.step(action)
         quota.add(done, info["episode_return"], info.get("episode_length"))
         if frames is not None and done[0]:
-            write_gif(frames, record)
+            videos = write_videos(frames, record)
             frames = None
         steps += 1
         if max_steps is not None and steps >= max_steps:
             raise RuntimeError(f"evaluation did not finish {episodes} episodes within {max_steps} steps")
     return {"returns": quota.returns(), "lengths": quota.episode_lengths(),
-            "video": record if record and frames is None and os.path.exists(record) else None}
+            "video": videos[0] if videos else None, "videos": videos}
 
 
 def evaluate_policy(policy, cfg, *, sets: int, episodes: int, seed: int, greedy: bool,
@@ -131,7 +186,8 @@ def evaluate_policy(policy, cfg, *, sets: int, episodes: int, seed: int, greedy:
             "mean": float(np.mean(set_means)), "std": float(np.std(set_means)),
             "min": float(np.min(returns)), "max": float(np.max(returns)),
             "mean_length": float(np.mean(out["lengths"])) if out["lengths"] else float("nan"),
-            "set_means": set_means, "episode_returns": [float(r) for r in returns], "video": out["video"]}
+            "set_means": set_means, "episode_returns": [float(r) for r in returns], "video": out["video"],
+            "videos": out["videos"]}
 
 
 def append_eval_csv(run_dir: str, result: Dict[str, Any]) -> str:
@@ -182,11 +238,8 @@ def log_eval_to_backends(run_dir: str, cfg, result: Dict[str, Any]) -> None:
 
             run = open_wandb_run(run_dir, cfg.logger, None, cfg.name, resume=True)
             if run is not None:
-                payload = {**metrics, "agent_step": step, "env_frames": int(result.get("env_frames", step))}
-                if result.get("video"):
-                    import wandb
-
-                    payload["eval/video"] = wandb.Video(result["video"], format="gif")
+                payload = {**metrics, **wandb_video(result), "agent_step": step,
+                           "env_frames": int(result.get("env_frames", step))}
                 run.log(payload)
                 run.finish()
         except Exception as e:

@@ -135,3 +135,84 @@ def test_corrupt_checkpoint_is_one_line(tmp_path, capsys):
         assert err.count("\n") == 0 and "Traceback" not in err and "corrupt" in err, err
     assert main(["eval", str(tmp_path / "checkpoints" / "ckpt_100.pt")]) == 2
     assert "corrupt" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ videos: GIF, MP4 (PyAV), W&B
+
+
+def _mp4_frames(path):
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+        return stream.codec_context.name, frames
+
+
+def test_training_video_is_gif_and_mp4(trained):
+    """The periodic evaluation's episode as a GIF and as an H.264 MP4 of the same frames (PyAV, in the dev
+    extra): the MP4 lasts as long as the GIF, at the GIF's size, showing the same pictures."""
+    from PIL import Image
+
+    gif = sorted((trained / "videos").glob("eval_step*_sampled.gif"))[0]
+    mp4 = gif.with_suffix(".mp4")
+    assert mp4.exists() and mp4.stat().st_size > 100
+    codec, frames = _mp4_frames(mp4)
+    with Image.open(gif) as im:
+        size, duration = im.size, 0
+        for i in range(im.n_frames):  # Pillow merges repeated frames into one shown longer
+            im.seek(i)
+            duration += im.info["duration"]
+        last = np.asarray(im.convert("RGB"), dtype=np.float64)
+    # 15 frames/s: 66.7 ms a frame, kept in centiseconds by the GIF (repeated frames merged into one longer one)
+    assert codec == "h264" and 60 * len(frames) <= duration <= 70 * len(frames)
+    assert frames[0].shape[:2] == (size[1] + size[1] % 2, size[0] + size[0] % 2)
+    # lossy, but the same picture: mean absolute difference of the last frame well under the 0-255 range
+    assert np.abs(frames[-1][:size[1], :size[0]].astype(np.float64) - last).mean() < 12
+
+
+def test_videos_without_pyav_are_gif_only(tmp_path, monkeypatch):
+    import sys
+
+    from r2ac.evaluation import write_videos
+
+    frames = [np.full((5, 7, 3), 40 * i, dtype=np.uint8) for i in range(4)]  # odd sizes: padded in the MP4
+    written = write_videos(frames, str(tmp_path / "v.gif"))
+    assert [os.path.basename(p) for p in written] == ["v.mp4", "v.gif"]
+    _, decoded = _mp4_frames(written[0])
+    assert len(decoded) == 4 and decoded[0].shape == (6, 8, 3)
+    assert abs(float(decoded[3][:5, :7].mean()) - 120) < 6
+    monkeypatch.setitem(sys.modules, "av", None)  # PyAV not installed: import av raises ImportError
+    assert write_videos(frames, str(tmp_path / "w.gif")) == [str(tmp_path / "w.gif")]
+    assert not (tmp_path / "w.mp4").exists()
+
+
+def test_eval_video_goes_to_wandb(trained, tmp_path, monkeypatch, capsys):
+    """`r2ac eval --video` of a run logging to W&B (offline here) sends the MP4 as eval/video with the eval/
+    numbers, at the checkpoint's env frames."""
+    import glob
+
+    from test_logger import wandb_history
+
+    for var in ("WANDB_API_KEY", "WANDB_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
+        (tmp_path / var.lower()).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    assert main(["eval", str(trained), "--video", "--greedy", "--episodes", "1", "--sets", "1",
+                 "logger.wandb=true", "logger.wandb_mode=offline"]) == 0
+    out = capsys.readouterr().out
+    assert "_greedy.mp4" in out and "_greedy.gif" in out
+    run_id = (trained / "wandb_run_id").read_text().strip()
+    files = glob.glob(str(trained / "wandb" / f"offline-run-*-{run_id}" / f"run-{run_id}.wandb"))
+    rows = [r for r in wandb_history(files[0]) if "eval/video/_type" in r]
+    assert len(rows) == 1 and "eval/return_mean" in rows[0]
+    # the history holds the video's fields (type, path of the copy in the run's media, size)
+    assert json.loads(rows[0]["eval/video/_type"]) == "video-file"
+    path = json.loads(rows[0]["eval/video/path"])
+    assert path.endswith(".mp4") and rows[0]["agent_step"] == rows[0]["env_frames"]
+    media = glob.glob(str(trained / "wandb" / f"offline-run-*-{run_id}" / "files" / path))
+    assert media and os.path.getsize(media[0]) == os.path.getsize(
+        next((trained / "videos").glob("eval_step*_greedy.mp4")))
