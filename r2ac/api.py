@@ -146,7 +146,7 @@ def policy_from_checkpoint(ckpt: dict, cfg: Optional[Config] = None, *, greedy: 
                            device: str = "cpu", observation_shape=None, num_actions=None) -> Policy:
     """A :class:`Policy` from a loaded checkpoint (the env is built once to learn its shapes unless they
     are given)."""
-    from r2ac.runtime.common import build_net
+    from r2ac.runtime import build_net
 
     where = ckpt.get("path", "the checkpoint")
     cfg = cfg or _config_of(ckpt, where)

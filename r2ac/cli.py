@@ -52,7 +52,7 @@ def _again(command: str, run_dir: str) -> str:
 def _train(args) -> int:
     from r2ac.agent.learner import NonFiniteLossError
     from r2ac.config import apply_overrides, load_config
-    from r2ac.runtime.common import RunAborted, run_dir_of
+    from r2ac.runtime import RunAborted, run_dir_of
 
     if args.resume:
         cfg_path = os.path.join(args.resume, "config.yaml")

@@ -255,7 +255,7 @@ def evaluate_run(path: str, overrides: List[str] = (), *, checkpoint: Optional[i
     Appends the result to ``eval.csv``, writes ``eval.json`` (the latest) and logs to TB/W&B."""
     from r2ac.api import _config_of, load_checkpoint_for, policy_from_checkpoint, run_dir_of_path
     from r2ac.config import ConfigError, apply_overrides
-    from r2ac.runtime.common import frames_per_step, set_fast_math
+    from r2ac.runtime import frames_per_step, set_fast_math
 
     ckpt = load_checkpoint_for(path, checkpoint)
     cfg = _config_of(ckpt, ckpt.get("path", path))

@@ -128,7 +128,7 @@ def read_run(run_dir: str, x: str, y: str, smooth: float) -> Run:
     scale = 1.0
     if x == "env_frames":
         if cfg is not None:
-            from r2ac.runtime.common import frames_per_step
+            from r2ac.runtime import frames_per_step
 
             scale = float(frames_per_step(cfg))
     xs, ys = [], []

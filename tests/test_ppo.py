@@ -278,7 +278,7 @@ def _cfg(tmp_path, *extra, env="tmaze", options="{corridor_length: 2}"):
 
 
 def test_train_ppo_run_dir_and_resume(tmp_path, capsys):
-    from r2ac.agent.ppo_runner import train_ppo
+    from r2ac.runtime.ppo import train_ppo
 
     summary = train_ppo(_cfg(tmp_path))
     run = tmp_path / "run"
@@ -301,7 +301,7 @@ def test_train_ppo_run_dir_and_resume(tmp_path, capsys):
 
 
 def test_train_ppo_memory_budget_is_a_clear_error(tmp_path):
-    from r2ac.agent.ppo_runner import TraceMemoryError, train_ppo
+    from r2ac.runtime.ppo import TraceMemoryError, train_ppo
 
     with pytest.raises(TraceMemoryError, match="trace_memory_budget_mb"):
         train_ppo(_cfg(tmp_path), trace_memory_budget_mb=0.001)
@@ -309,7 +309,7 @@ def test_train_ppo_memory_budget_is_a_clear_error(tmp_path):
 
 def test_train_ppo_continuous_tbptt_refresh(tmp_path):
     """Box actions (Pendulum), GRU with TBPTT chunks of 4, and an RTU run with refresh_traces."""
-    from r2ac.agent.ppo_runner import train_ppo
+    from r2ac.runtime.ppo import train_ppo
 
     pendulum = dict(env="gymc:Pendulum-v1", options="{max_episode_steps: 6}")
     s = train_ppo(_cfg(tmp_path, "model.core=gru", "model.learning=tbptt", "learner.unroll_length=4", **pendulum))
@@ -322,7 +322,7 @@ def test_train_ppo_continuous_tbptt_refresh(tmp_path):
 def test_train_ppo_that_crashes_writes_status_failed(tmp_path, monkeypatch):
     """Any exception ends the run with a checkpoint and a summary that says it failed (not "running")."""
     from r2ac.agent import ppo
-    from r2ac.agent.ppo_runner import train_ppo
+    from r2ac.runtime.ppo import train_ppo
     from r2ac.checkpoint import load_latest_checkpoint
 
     def boom(self, ro, generator=None):
@@ -338,16 +338,16 @@ def test_train_ppo_that_crashes_writes_status_failed(tmp_path, monkeypatch):
 
 def _nonfinite_after(monkeypatch, good: int):
     """Make the PPO objective finite for its first ``good`` calls, then +inf."""
-    from r2ac.agent import ppo
+    from r2ac.agent.ppo import learner as ppo_learner
 
-    real, calls = ppo.ppo_objective, [0]
+    real, calls = ppo_learner.ppo_objective, [0]
 
     def objective(*args, **kwargs):
         loss, stats = real(*args, **kwargs)
         calls[0] += 1
         return (loss if calls[0] <= good else loss * math.inf), stats
 
-    monkeypatch.setattr(ppo, "ppo_objective", objective)
+    monkeypatch.setattr(ppo_learner, "ppo_objective", objective)
 
 
 def test_ppo_learner_skips_nonfinite_minibatches_and_counts_them_in_a_row(monkeypatch):
@@ -367,7 +367,7 @@ def test_ppo_learner_skips_nonfinite_minibatches_and_counts_them_in_a_row(monkey
 
 def test_train_ppo_stops_after_max_nonfinite_updates_with_checkpoint(tmp_path, monkeypatch):
     from r2ac.agent.learner import NonFiniteLossError
-    from r2ac.agent.ppo_runner import train_ppo
+    from r2ac.runtime.ppo import train_ppo
     from r2ac.checkpoint import load_latest_checkpoint
 
     _nonfinite_after(monkeypatch, good=0)

@@ -105,7 +105,7 @@ def test_train_on_ray_end_to_end_then_resume(ray_local, tmp_path):
 
 
 def test_worker_loads_weights_only_when_the_version_changes(ray_local, tmp_path):
-    from r2ac.runtime.common import build_net
+    from r2ac.runtime import build_net
     from r2ac.runtime.ray_runtime import RolloutWorker
 
     cfg = tiny_cfg(tmp_path)

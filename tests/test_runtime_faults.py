@@ -22,7 +22,7 @@ ray = pytest.importorskip("ray")
 from test_ray_runtime import ray_local, read_rows, tiny_cfg  # noqa: E402,F401  (session fixture, helpers)
 
 from r2ac.checkpoint import load_latest_checkpoint  # noqa: E402
-from r2ac.runtime.common import RunAborted  # noqa: E402
+from r2ac.runtime import RunAborted  # noqa: E402
 from r2ac.runtime.ray_runtime import RayRun, RolloutWorker  # noqa: E402
 
 FAULTY = "gym:test_runtime_faults:FaultyEnv"
@@ -245,7 +245,7 @@ def test_killed_learner_process_ends_the_run_with_a_resume_hint(ray_local, tmp_p
 
 def test_stop_status_names_how_a_run_ended():
     from r2ac.agent.learner import NonFiniteLossError
-    from r2ac.runtime.common import RunAborted, stop_status
+    from r2ac.runtime import RunAborted, stop_status
 
     assert stop_status(NonFiniteLossError("x")) == "stopped: non-finite loss"
     assert stop_status(RunAborted("x")) == "stopped: rollouts keep failing"

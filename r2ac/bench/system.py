@@ -75,7 +75,7 @@ def actor_rate(cfg, seconds: float) -> tuple:
     """Agent steps/s of one Actor alone (envs + inference + sensitivity transport) and its trajectory bytes."""
     from r2ac.agent.actor import Actor
     from r2ac.agent.trajectory import nbytes
-    from r2ac.runtime.common import build_net, make_env, set_fast_math
+    from r2ac.runtime import build_net, make_env, set_fast_math
 
     set_fast_math(cfg.runtime.torch_threads)
     venv = make_env(cfg, 0)
@@ -128,7 +128,7 @@ def run_rate(cfg, seconds: float) -> Dict:
 
 def bench_env_system(env: str, out: str, seconds: float, actors: Sequence[int], modes: Sequence[str],
                      progress: bool = True) -> List[Dict]:
-    from r2ac.runtime.common import frames_per_step
+    from r2ac.runtime import frames_per_step
 
     base = make_config(env, out, "raw")
     fps = frames_per_step(base)
@@ -182,7 +182,7 @@ def bench_env_system(env: str, out: str, seconds: float, actors: Sequence[int], 
 def export_fresh_stem(cfg, path: str) -> str:
     from r2ac.agent.stem_io import export_stem
     from r2ac.envs import make_vec_env
-    from r2ac.runtime.common import build_net
+    from r2ac.runtime import build_net
 
     venv = make_vec_env(cfg.env.id, 1, 0, **dict(cfg.env.options))
     net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)

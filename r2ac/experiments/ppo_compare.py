@@ -88,7 +88,7 @@ def _train_one(config: str, overrides: List[str]) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from r2ac.agent.ppo_runner import train_ppo
+    from r2ac.runtime.ppo import train_ppo
     from r2ac.config import load_config
 
     summary = train_ppo(load_config(config, overrides))

@@ -43,7 +43,7 @@ def untrained_policy_returns(cfg, episodes: int, seed: int = 999):
     the starting point of training, which is not the uniform random policy."""
     import torch
 
-    from r2ac.runtime.common import build_net
+    from r2ac.runtime import build_net
 
     venv = make_vec_env(cfg.env.id, cfg.env.num_envs, seed, **dict(cfg.env.options))
     torch.manual_seed(cfg.seed)

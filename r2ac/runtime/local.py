@@ -16,9 +16,8 @@ from r2ac.checkpoint import load_checkpoint, load_latest_checkpoint
 from r2ac.config import ConfigError, Config, config_from_dict
 from r2ac.evaluation import EpisodeQuota
 from r2ac.envs import make_vec_env
-from r2ac.runtime.common import (RecentEpisodes, RunAborted, TrainingSession, build_net, make_env,  # noqa: F401
-                                 recreate_envs, resolve_device, run_dir_of, set_fast_math, start_run,
-                                 stop_status)
+from r2ac.runtime.common import TrainingSession, build_net, make_env, recreate_envs
+from r2ac.runtime.session import actor_seed, set_fast_math, start_run
 
 
 def train(cfg: Config, resume: bool = False, time_limit_s: Optional[float] = None) -> Dict:
@@ -37,12 +36,12 @@ def train(cfg: Config, resume: bool = False, time_limit_s: Optional[float] = Non
     session = TrainingSession(cfg, ckpt, venvs[0].observation_shape, venvs[0].num_actions, publish=publish,
                               time_limit_s=time_limit_s)
     M, updates = session.M, session.learner.updates
-    actors += [Actor(copy.deepcopy(session.net).cpu(), v, M, seed=cfg.seed * 1000 + i + 7919 * updates,
+    actors += [Actor(copy.deepcopy(session.net).cpu(), v, M, seed=actor_seed(cfg, i, updates),
                      ship_features=session.net.stem_frozen)  # a frozen stem runs on the actors
                for i, v in enumerate(venvs)]
     publish(updates)
-    status = "finished"
-    try:
+
+    def loop() -> None:
         while not session.done():
             for i, actor in enumerate(actors):
                 try:
@@ -54,18 +53,12 @@ def train(cfg: Config, resume: bool = False, time_limit_s: Optional[float] = Non
                 if not session.add_trajectory(traj, M * actor.B, source=f"actor {i}"):
                     actor.restart()  # a rejected trajectory: new episodes, fresh core state
             session.tick()
-        if session.counters["step"] < cfg.total_steps:
-            status = "stopped: time limit"
-    except BaseException as e:
-        status = stop_status(e)
-        raise
+
+    try:
+        return session.run(loop)
     finally:
-        try:
-            summary = session.finish(status)
-        finally:
-            for a in actors:
-                a.close()
-    return summary
+        for a in actors:
+            a.close()
 
 
 def load_for_eval(path: str):

@@ -14,7 +14,7 @@ import os
 from typing import Dict, Optional
 
 from r2ac.config import Config, ConfigError, apply_overrides, config_hash
-from r2ac.runtime.common import run_dir_of
+from r2ac.runtime.session import run_dir_of
 
 STEM_FILE = "stem.safetensors"
 
@@ -39,7 +39,7 @@ def run_training(cfg: Config, resume: bool = False, address: Optional[str] = Non
         if cfg.runtime.kind == "ray":
             raise ConfigError("algo=ppo runs in one process: use runtime.kind=local (PPO's rollouts and epochs "
                               "are synchronous; the Ray runtime serves IMPALA)")
-        from r2ac.agent.ppo_runner import train_ppo
+        from r2ac.runtime.ppo import train_ppo
 
         return train_ppo(cfg, resume=resume)
     if cfg.algo == "a2c":

@@ -29,7 +29,6 @@ Processes::
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import signal
 import socket
@@ -44,10 +43,9 @@ import torch
 
 from r2ac.agent.actor import Actor
 from r2ac.config import Config, ConfigError, config_from_dict, config_to_dict
-from r2ac.fileio import atomic_write_text
 from r2ac.logger import progress
-from r2ac.runtime.common import (RunAborted, TrainingSession, build_net, frames_per_step, make_env, recreate_envs,
-                                 run_dir_of, set_fast_math, start_run, stop_status)
+from r2ac.runtime.common import TrainingSession, build_net, make_env, recreate_envs
+from r2ac.runtime.session import RunAborted, actor_seed, frames_per_step, run_dir_of, set_fast_math, start_run
 
 # A worker that delivers nothing for this long after its process failed (Ray keeps restarting it), or
 # whose process is reported dead for good, is given up; when none is left the run stops.
@@ -190,7 +188,7 @@ class LearnerProcess:
         updates0 = int(ckpt["extra"]["learner"]["updates"]) if ckpt is not None else 0
         cfg_dict = config_to_dict(cfg)
         worker = ray.remote(self.worker_cls).options(num_cpus=1, max_restarts=-1, max_task_retries=0)
-        handles = [worker.remote(cfg_dict, i, cfg.seed * 1000 + i + 7919 * updates0) for i in range(n)]
+        handles = [worker.remote(cfg_dict, i, actor_seed(cfg, i, updates0)) for i in range(n)]
         try:
             return self._train(ckpt, handles, K)
         finally:
@@ -237,8 +235,8 @@ class LearnerProcess:
                 submit(i)
         self._set_status(phase="training", worker_pids=pids, total_steps=cfg.total_steps, rollouts_in_flight=0,
                          max_in_flight_per_actor=0)
-        status = "finished"
-        try:
+
+        def loop() -> None:
             while not session.done():
                 t0 = time.perf_counter()
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
@@ -295,16 +293,10 @@ class LearnerProcess:
                                  rejected_trajectories=session.counters["rejected_trajectories"],
                                  rollouts_in_flight=len(pending), max_in_flight_per_actor=_max_per_actor(pending, n),
                                  trajectories_per_actor=list(per_actor))
-            if session.stop_requested:
-                status = "interrupted"
-            elif session.counters["step"] < cfg.total_steps:
-                status = "stopped: time limit"
-        except BaseException as e:
-            status = stop_status(e)
-            raise
+
+        try:
+            summary = session.run(loop, summary_extra=self._placement)
         finally:
-            summary = session.finish(status)
-            summary = self._add_placement(summary)
             self._set_status(phase="done", step=session.counters["step"], updates=session.learner.updates)
         return summary
 
@@ -330,18 +322,11 @@ class LearnerProcess:
         if parts:
             session.event("actor placement: " + "; ".join(parts))
 
-    def _add_placement(self, summary: Dict) -> Dict:
-        """Add the learner's and the actors' Ray nodes to the summary and rewrite summary.json."""
-        summary = dict(summary)
-        summary["learner_node"] = self.node["node_id"]
-        summary["actor_nodes"] = {str(i): list(v) for i, v in sorted(self.actor_nodes.items())}
-        summary["node_hosts"] = dict(self.node_hosts)
-        path = os.path.join(run_dir_of(self.cfg), "summary.json")
-        try:
-            atomic_write_text(path, json.dumps(summary, indent=2))
-        except OSError as e:
-            print(f"warning: could not add the node placement to {path}: {e}", flush=True)
-        return summary
+    def _placement(self) -> Dict:
+        """The learner's and the actors' Ray nodes, for the summary."""
+        return {"learner_node": self.node["node_id"],
+                "actor_nodes": {str(i): list(v) for i, v in sorted(self.actor_nodes.items())},
+                "node_hosts": dict(self.node_hosts)}
 
     def _row_extra(self, session: TrainingSession, pending: Dict, alive: List[bool], rollout_rates: List[float]) -> Dict:
         dt = max(time.time() - session.last_log_time, 1e-9)

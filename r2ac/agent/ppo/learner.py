@@ -1,0 +1,178 @@
+"""The PPO learner with stored RTRL traces (Algorithm 1 of Elelimy et al. 2024): k epochs of m shuffled
+minibatches of steps (or chunks of C steps), each run from its stored core state and traces, the PPO loss
+(clipped surrogate, clipped value loss, entropy bonus), Adam and a global gradient-norm clip.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from r2ac.agent.learner import NonFiniteLossError
+from r2ac.agent.losses import ppo_clipped_surrogate_loss, ppo_value_loss
+from r2ac.agent.ppo.net import PPONet
+from r2ac.agent.ppo.rollout import Rollout, compute_advantages, rerun_rollout
+
+__all__ = ["PPOLearner", "evaluate_chunks", "gather", "ppo_objective"]
+
+# --------------------------------------------------------------------------------------------------
+# Loss on a minibatch of chunks
+# --------------------------------------------------------------------------------------------------
+
+def evaluate_chunks(net: PPONet, ro: Rollout, starts: Tensor, envs: Tensor, length: int):
+    """Run the network over K chunks of ``length`` steps: chunk j covers steps starts[j] ..
+    starts[j] + length - 1 of env envs[j] and starts from the stored state before starts[j] (with its
+    RTRL sensitivities: identity 1 makes the gradient the untruncated one given those traces; without
+    them, the gradient is truncated at the chunk start). Returns (outputs [length, K], index (t [length, K],
+    b [K]))."""
+    t = starts[None, :] + torch.arange(length, device=starts.device)[:, None]
+    state = {k: v[starts, envs] for k, v in ro.states.items()}
+    out, _ = net(ro.x[t, envs], state, ro.reset[t, envs], return_state=False)
+    return out, (t, envs)
+
+
+def ppo_objective(net: PPONet, out: Dict[str, Tensor], batch: Dict[str, Tensor], *, clip: float = 0.2,
+                  value_clip: Optional[float] = 0.5, value_cost: float = 0.5, entropy_cost: float = 0.0,
+                  normalize_advantages: bool = True) -> Tuple[Tensor, Dict[str, float]]:
+    """L = L_clip + value_cost * L_V + entropy_cost * L_H, each a mean over the minibatch's steps
+    (``losses.ppo_clipped_surrogate_loss``, ``losses.ppo_value_loss``; advantages normalised over the
+    minibatch). ``batch``: action, log_prob (old), advantages, returns, value (old), shaped like out."""
+    logp = net.log_prob(out["policy"], batch["action"])
+    adv = batch["advantages"]
+    if normalize_advantages and adv.numel() > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    pg = ppo_clipped_surrogate_loss(logp, batch["log_prob"], adv, clip)
+    vl = ppo_value_loss(out["value"], batch["value"], batch["returns"], value_clip if value_clip else None)
+    ent = net.entropy(out["policy"])
+    loss = pg + value_cost * vl - entropy_cost * ent.mean()
+    with torch.no_grad():
+        log_ratio = logp - batch["log_prob"]
+        ratio = log_ratio.exp()
+        stats = {"pg_loss": pg.item(), "value_loss": vl.item(), "entropy": ent.mean().item(),
+                 "approx_kl": ((ratio - 1) - log_ratio).mean().item(),
+                 "clip_fraction": ((ratio - 1).abs() > clip).to(torch.float32).mean().item()}
+    return loss, stats
+
+
+def gather(ro: Rollout, t: Tensor, b: Tensor) -> Dict[str, Tensor]:
+    """The per-step training targets at (t [C, K], b [K])."""
+    return {"action": ro.action[t, b], "log_prob": ro.log_prob[t, b], "advantages": ro.advantages[t, b],
+            "returns": ro.returns[t, b], "value": ro.value[t, b]}
+
+
+# --------------------------------------------------------------------------------------------------
+# Learner
+# --------------------------------------------------------------------------------------------------
+
+class PPOLearner:
+    """k epochs of m shuffled minibatches per rollout, Adam, global gradient-norm clip; optional refresh
+    of the stored traces (and values, advantages) after every epoch but the last.
+
+    A minibatch whose loss or gradient norm is not finite is skipped (no optimizer step); more than
+    ``max_nonfinite_updates`` skipped in a row raise :class:`r2ac.agent.learner.NonFiniteLossError`."""
+
+    def __init__(self, net: PPONet, *, epochs: int = 10, minibatches: int = 32, clip: float = 0.2,
+                 value_clip: float = 0.5, value_cost: float = 0.5, entropy_cost: float = 0.0,
+                 learning_rate: float = 3e-4, adam_eps: float = 1e-5, grad_norm_clip: float = 0.5,
+                 gae_lambda: float = 0.95, discount: float = 0.99, refresh_traces: bool = False,
+                 sequence_length: int = 1, normalize_advantages: bool = True, max_nonfinite_updates: int = 10):
+        self.net = net
+        self.epochs, self.minibatches = int(epochs), int(minibatches)
+        self.clip, self.value_clip, self.value_cost = float(clip), float(value_clip), float(value_cost)
+        self.entropy_cost, self.grad_norm_clip = float(entropy_cost), float(grad_norm_clip)
+        self.gae_lambda, self.discount = float(gae_lambda), float(discount)
+        self.refresh_traces = bool(refresh_traces)
+        self.sequence_length = int(sequence_length)
+        self.normalize_advantages = bool(normalize_advantages)
+        self.max_nonfinite_updates = int(max_nonfinite_updates)
+        if self.sequence_length < 1:
+            raise ValueError(f"sequence_length must be >= 1, got {sequence_length}")
+        self.optimizer = torch.optim.Adam(net.parameters(), lr=learning_rate, eps=adam_eps)
+        self.updates = 0  # applied optimizer steps
+        self.iterations = 0  # rollouts trained on
+        self.skipped = 0  # minibatch updates skipped for a non-finite loss or gradient
+        self.nonfinite_in_row = 0
+
+    def chunks(self, L: int, B: int) -> int:
+        C = self.sequence_length
+        if L % C:
+            raise ValueError(f"ppo.rollout_length {L} must be a multiple of the sequence length {C}")
+        return (L // C) * B
+
+    def refresh(self, ro: Rollout) -> None:
+        """Recompute states, traces and values with the current weights; recompute advantages. (The
+        collector's carried state, where the next rollout starts, stays as acting computed it.)"""
+        new = rerun_rollout(self.net, ro)
+        ro.states, ro.value, ro.final_value = new["states"], new["value"], new["final_value"]
+        ro.final_state, ro.bootstrap_value = new["final_state"], new["bootstrap_value"]
+        compute_advantages(ro, self.discount, self.gae_lambda)
+
+    def update(self, ro: Rollout, generator: Optional[torch.Generator] = None) -> Dict[str, float]:
+        L, B = ro.x.shape[:2]
+        C = self.sequence_length
+        n_chunks = self.chunks(L, B)
+        m = min(self.minibatches, n_chunks)
+        if ro.advantages is None:
+            compute_advantages(ro, self.discount, self.gae_lambda)
+        with torch.no_grad():
+            y, v = ro.returns.flatten(), ro.value.flatten()
+            explained = (1 - (y - v).var() / y.var()).item() if y.var() > 0 else float("nan")
+        params = [p for p in self.net.parameters() if p.requires_grad]
+        clip = self.grad_norm_clip if self.grad_norm_clip > 0 else math.inf
+        sums: Dict[str, float] = {}
+        count = 0
+        self.net.train()
+        for epoch in range(self.epochs):
+            perm = torch.randperm(n_chunks, generator=generator).to(ro.x.device)
+            for idx in torch.tensor_split(perm, m):
+                starts, envs = (idx // B) * C, idx % B
+                out, (t, b) = evaluate_chunks(self.net, ro, starts, envs, C)
+                loss, stats = ppo_objective(self.net, out, gather(ro, t, b), clip=self.clip,
+                                            value_clip=self.value_clip, value_cost=self.value_cost,
+                                            entropy_cost=self.entropy_cost,
+                                            normalize_advantages=self.normalize_advantages)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+                if not math.isfinite(grad_norm) or not math.isfinite(loss.item()):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    sums["skipped_updates"] = sums.get("skipped_updates", 0.0) + 1
+                    self._skip("loss" if not math.isfinite(loss.item()) else "gradient")
+                    continue
+                self.optimizer.step()
+                self.nonfinite_in_row = 0
+                self.updates += 1
+                stats["grad_norm"] = grad_norm
+                stats["loss"] = loss.item()
+                for k, val in stats.items():
+                    sums[k] = sums.get(k, 0.0) + val
+                count += 1
+            if self.refresh_traces and epoch < self.epochs - 1:
+                self.refresh(ro)
+        self.iterations += 1
+        skipped = sums.pop("skipped_updates", 0.0)
+        out = {k: val / max(count, 1) for k, val in sums.items()}
+        out.update(explained_variance=explained, minibatches=float(m), skipped_updates=skipped,
+                   updates=float(self.updates))
+        return out
+
+    def _skip(self, what: str) -> None:
+        self.skipped += 1
+        self.nonfinite_in_row += 1
+        if self.nonfinite_in_row > self.max_nonfinite_updates:
+            raise NonFiniteLossError(
+                f"{self.nonfinite_in_row} non-finite {what} values in a row (ppo.max_nonfinite_updates="
+                f"{self.max_nonfinite_updates}); the run stops with its last checkpoint kept. Lower "
+                f"ppo.learning_rate or check the environment's rewards.")
+
+    def state_dict(self) -> Dict:
+        return {"optimizer": self.optimizer.state_dict(), "updates": self.updates, "iterations": self.iterations,
+                "skipped": self.skipped}
+
+    def load_state_dict(self, d: Dict) -> None:
+        self.optimizer.load_state_dict(d["optimizer"])
+        self.updates, self.iterations = int(d["updates"]), int(d["iterations"])
+        self.skipped = int(d.get("skipped", 0))  # checkpoints from before the count

@@ -1,0 +1,320 @@
+"""What every training run has, whatever its algorithm: the run directory (fresh or resumed), counters, the
+logger (CSV, TensorBoard, W&B), the progress bar, the events log, checkpoints, the stop status and the
+summary. :class:`RunSession` holds them; the IMPALA/A2C learner side (``r2ac.runtime.common.TrainingSession``,
+fed by the local and the Ray runtime) and the PPO loop (``r2ac.runtime.ppo.PPOSession``) build on it.
+
+A run goes:
+
+    ckpt = prepare_run(cfg, resume)      # fresh or resumed; fast CPU math; seeds
+    create_run_dir(cfg)                  # the directory and its config.yaml
+    session = SomeSession(cfg, ckpt, ...)   # network, learner; restores the checkpoint; logger, bar
+    summary = session.run(loop)          # loop() trains until session.done(); the summary says why it ended
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import math
+import os
+import time
+import warnings
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+from r2ac.checkpoint import capture_rng_state, load_latest_checkpoint, restore_rng_state, save_run_checkpoint
+from r2ac.config import Config, ConfigError, config_to_dict, save_config
+from r2ac.envs import parse_env_id
+from r2ac.logger import RunLogger, plot_learning_curve, progress
+
+# Emulator frames per agent step where the env repeats actions (used for env_frames_per_s).
+_FRAMES_PER_STEP = {"atari": 4, "dmlab": 4}
+
+
+class RunAborted(RuntimeError):
+    """The run cannot go on (e.g. every rollout fails, or the learner process died); its last
+    checkpoint is kept and ``r2ac train --resume RUN_DIR`` continues it once the cause is fixed."""
+
+
+def set_fast_math(torch_threads: int = 1) -> None:
+    """Flush denormal floats to zero on CPU: RTRL sensitivities and gate products decay geometrically,
+    and denormal arithmetic made CPU training 2-6x slower (measured). Set the intra-op thread count
+    (``runtime.torch_threads``): with the small per-step work of actors, OpenMP threads that spin while
+    other processes share the cores made a 2-core run 15x slower with 2 threads than with 1 (measured)."""
+    torch.set_flush_denormal(True)
+    # numpy's float info, computed lazily, then warns that the smallest subnormal is zero: expected here
+    warnings.filterwarnings("ignore", message="The value of the smallest subnormal", category=UserWarning)
+    if torch_threads > 0:
+        torch.set_num_threads(torch_threads)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda but no CUDA device is available; use device=cpu or device=auto")
+    return torch.device(name)
+
+
+def run_dir_of(cfg: Config) -> str:
+    return cfg.run_dir or os.path.join("runs", cfg.name)
+
+
+def frames_per_step(cfg: Config) -> int:
+    """Emulator frames per agent step (the action repeat): 4 for Atari/DMLab unless configured, else 1."""
+    kind = parse_env_id(cfg.env.id)[0]
+    opts = dict(cfg.env.options)
+    return int(opts.get("frame_skip", opts.get("action_repeat", _FRAMES_PER_STEP.get(kind, 1))))
+
+
+def env_seed(cfg: Config, index: int) -> int:
+    """The seed of the envs of actor ``index`` (``index`` >= 100 for envs rebuilt after failures)."""
+    return cfg.seed * 1000 + index
+
+
+def actor_seed(cfg: Config, index: int, updates: int) -> int:
+    """The action-sampling seed of actor ``index`` started after ``updates`` learner updates (a resumed run
+    samples new actions instead of replaying the first ones). One formula for the local and Ray runtimes."""
+    return cfg.seed * 1000 + index + 7919 * updates
+
+
+def checkpoint_to_resume(run_dir: str, resume: bool) -> Optional[dict]:
+    """The newest checkpoint of ``run_dir`` when resuming (an error if there is none), ``None`` for a fresh
+    run (an error if the directory already holds checkpoints: a fresh run must not overwrite them)."""
+    if resume:
+        ckpt = load_latest_checkpoint(run_dir)
+        if ckpt is None:
+            raise FileNotFoundError(f"--resume {run_dir}: no checkpoint found in {run_dir}/checkpoints")
+        return ckpt
+    if load_latest_checkpoint(run_dir) is not None:
+        raise FileExistsError(
+            f"run directory {run_dir} already holds checkpoints: continue it with `r2ac train --resume {run_dir}` "
+            f"or choose another run_dir=... / name=...")
+    return None
+
+
+def prepare_run(cfg: Config, resume: bool) -> Optional[dict]:
+    """Check the run directory (see :func:`checkpoint_to_resume`), set fast CPU math and seed torch's and
+    numpy's global RNGs; returns the checkpoint to resume from (``None`` for a fresh run)."""
+    ckpt = checkpoint_to_resume(run_dir_of(cfg), resume)
+    set_fast_math(cfg.runtime.torch_threads)
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    return ckpt
+
+
+def create_run_dir(cfg: Config) -> str:
+    """Create the run directory and write the resolved config there (``config.yaml``)."""
+    run_dir = run_dir_of(cfg)
+    os.makedirs(run_dir, exist_ok=True)
+    save_config(cfg, os.path.join(run_dir, "config.yaml"))
+    return run_dir
+
+
+def start_run(cfg: Config, resume: bool) -> Optional[dict]:
+    """:func:`prepare_run` and :func:`create_run_dir`: the start of an IMPALA/A2C run."""
+    ckpt = prepare_run(cfg, resume)
+    create_run_dir(cfg)
+    return ckpt
+
+
+def stop_status(exc: BaseException) -> str:
+    """The summary status of a run that ended by raising ``exc``."""
+    from r2ac.agent.learner import NonFiniteLossError
+
+    if isinstance(exc, NonFiniteLossError):
+        return "stopped: non-finite loss"
+    if isinstance(exc, RunAborted):
+        return "stopped: rollouts keep failing"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return f"failed: {type(exc).__name__}"
+
+
+class RecentEpisodes:
+    """Episode returns/lengths finished since the last log row, plus a longer window for the bar."""
+
+    def __init__(self, window: int = 100):
+        self.pending: List[tuple] = []
+        self.window = collections.deque(maxlen=window)
+        self.count = 0
+
+    def extend(self, episodes) -> None:
+        """Finished episodes as (return, length) pairs."""
+        for r, n in episodes:
+            self.pending.append((r, n))
+            self.window.append(r)
+            self.count += 1
+
+    def add(self, traj: Dict) -> None:
+        """The episodes that ended inside a trajectory (steps 1..M)."""
+        ret = traj["episode_return"][1:]
+        done = ~torch.isnan(ret)
+        if done.any():
+            self.extend(zip(ret[done].tolist(), traj["episode_length"][1:][done].tolist()))
+
+    def pop_metrics(self) -> Dict[str, float]:
+        if not self.pending:
+            return {}
+        r, n = zip(*self.pending)
+        self.pending = []
+        return {"episode_return": float(np.mean(r)), "episode_length": float(np.mean(n)), "episodes": self.count}
+
+    def recent(self) -> Optional[float]:
+        return float(np.mean(self.window)) if self.window else None
+
+
+class RunSession:
+    """The bookkeeping of one run. A subclass builds its network (``self.net``) and learner
+    (``self.learner``: ``updates``, ``state_dict``, ``load_state_dict``), names the torch generators it
+    checkpoints (``self.generators``), then calls ``RunSession.__init__``, which restores a checkpoint
+    (weights, learner, counters, RNG states) and opens the logger and the progress bar.
+
+    Subclasses fill in :meth:`checkpoint_extra`, :meth:`summary_fields` and :meth:`curve_title`, and may
+    override :meth:`at_end` (work between the final checkpoint and closing the logger) and :meth:`close`.
+    """
+
+    net: torch.nn.Module
+    learner: object
+    generators: Sequence[torch.Generator] = ()
+
+    def __init__(self, cfg: Config, ckpt: Optional[dict], counters: Sequence[str], *, tags: Sequence[str],
+                 time_limit_s: Optional[float] = None, progress_bar: Optional[bool] = None,
+                 progress_interval_s: Optional[float] = None):
+        self.cfg = cfg
+        self.run_dir = run_dir_of(cfg)
+        self.counters = {k: 0 for k in counters}
+        self.resumed = ckpt is not None
+        if ckpt is not None:
+            self.restore(ckpt)
+        self.frames_per_step = frames_per_step(cfg)
+        self.time_limit_s = time_limit_s
+        self.stop_requested = False
+        self.status = "running"
+        self.episodes = RecentEpisodes()
+        self.episodes.count = self.counters.get("episodes", 0)
+        self._events = os.path.join(self.run_dir, "events.log")
+        logger_cfg = dataclasses.replace(cfg.logger, wandb_tags=list(cfg.logger.wandb_tags) + list(tags))
+        self.logger = RunLogger(self.run_dir, logger_cfg, config_to_dict(cfg), cfg.name,
+                                resume_step=self.counters["step"] if self.resumed else None,
+                                frames_per_step=self.frames_per_step)
+        show = cfg.logger.progress_bar if progress_bar is None else progress_bar
+        self.bar = progress(cfg.total_steps, initial=self.counters["step"], enabled=show,
+                            interval_s=progress_interval_s, frames_per_step=self.frames_per_step)
+        self.start_time = time.time()
+        self.start_step = self.counters["step"]
+
+    # ------------------------------------------------------------------ checkpoints
+    def restore(self, ckpt: dict) -> None:
+        """Weights, learner state, counters and RNG states from a checkpoint."""
+        self.net.load_state_dict(ckpt["model"])
+        self.learner.load_state_dict(ckpt["extra"]["learner"])
+        self.counters.update({k: int(v) for k, v in ckpt["counters"].items() if k in self.counters})
+        restore_rng_state(ckpt["rng"], list(self.generators) or None)
+
+    def checkpoint_extra(self) -> Dict:
+        """What the algorithm adds to a checkpoint (beside weights, counters, RNG states and config)."""
+        return {"learner": self.learner.state_dict()}
+
+    def checkpoint(self) -> str:
+        if "updates" in self.counters:
+            self.counters["updates"] = self.learner.updates
+        if "episodes" in self.counters:
+            self.counters["episodes"] = self.episodes.count
+        return save_run_checkpoint(
+            self.run_dir, self.counters["step"], keep=self.cfg.checkpoint.keep, model_state=self.net.state_dict(),
+            optimizer_state=None, counters=self.counters, rng_state=capture_rng_state(list(self.generators) or None),
+            config=config_to_dict(self.cfg), extra=self.checkpoint_extra())
+
+    # ------------------------------------------------------------------ during the run
+    def event(self, msg: str) -> None:
+        """A line for the console and ``<run_dir>/events.log`` (failures, rejections, restarts)."""
+        self.bar.write(msg)
+        try:
+            with open(self._events, "a", encoding="utf-8") as f:
+                f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} step={self.counters['step']} {msg}\n")
+        except OSError:
+            pass
+
+    def done(self) -> bool:
+        """The budget is spent, a stop was requested, or the time limit is up."""
+        if self.stop_requested or self.counters["step"] >= self.cfg.total_steps:
+            return True
+        return self.time_limit_s is not None and time.time() - self.start_time >= self.time_limit_s
+
+    def end_status(self) -> str:
+        """Why a loop that returned normally ended (a loop may have set ``self.status`` itself)."""
+        if self.status != "running":
+            return self.status
+        if self.stop_requested:
+            return "interrupted"
+        return "finished" if self.counters["step"] >= self.cfg.total_steps else "stopped: time limit"
+
+    def run(self, loop: Callable[[], None], summary_extra: Optional[Callable[[], Dict]] = None) -> Dict:
+        """Run the training ``loop`` and finish the run with the status that says why it ended: the loop's
+        end (:meth:`end_status`), or the exception that ended it (:func:`stop_status`; it is re-raised
+        after the final checkpoint and summary). ``summary_extra()`` adds fields to the summary."""
+        status = "running"
+        try:
+            loop()
+            status = self.end_status()
+        except BaseException as e:
+            status = stop_status(e)
+            raise
+        finally:
+            summary = self.finish(status, summary_extra)
+        return summary
+
+    # ------------------------------------------------------------------ the end
+    def at_end(self, status: str) -> None:
+        """Called after the final checkpoint, before the logger closes."""
+
+    def close(self) -> None:
+        self.bar.close()
+        self.logger.close()
+
+    def curve_title(self) -> str:
+        return f"{self.cfg.name}: {self.cfg.env.id}, {self.cfg.model.core}/{self.cfg.model.learning}"
+
+    def summary_fields(self, elapsed: float) -> Dict:
+        """The algorithm's fields of the summary (beside run_dir, status, step, updates, episodes,
+        recent_return, steps_per_s)."""
+        return {}
+
+    def finish(self, status: str, summary_extra: Optional[Callable[[], Dict]] = None) -> Dict:
+        """Final checkpoint, close the logger, plot the learning curve; returns (and writes) the summary,
+        also when the final checkpoint fails (its error is raised after the summary is written)."""
+        self.status = status
+        try:
+            self.checkpoint()
+            self.at_end(status)
+        finally:
+            try:
+                self.close()
+            finally:
+                summary = self._write_summary(status, summary_extra)
+        return summary
+
+    def _write_summary(self, status: str, summary_extra: Optional[Callable[[], Dict]]) -> Dict:
+        metrics_csv = os.path.join(self.run_dir, "metrics.csv")
+        if os.path.exists(metrics_csv):
+            try:
+                plot_learning_curve(metrics_csv, os.path.join(self.run_dir, "learning_curve.png"), smooth=0.6,
+                                    title=self.curve_title())
+            except Exception as e:  # a plot must never lose a run
+                print(f"warning: could not plot the learning curve: {e}")
+        elapsed = max(time.time() - self.start_time, 1e-9)
+        recent = self.episodes.recent()
+        summary = {"run_dir": self.run_dir, "status": status, "step": self.counters["step"],
+                   "updates": self.learner.updates, "episodes": self.episodes.count,
+                   "recent_return": recent if recent is not None and math.isfinite(recent) else None,
+                   "steps_per_s": (self.counters["step"] - self.start_step) / elapsed,
+                   **self.summary_fields(elapsed)}
+        if summary_extra is not None:
+            summary.update(summary_extra())
+        with open(os.path.join(self.run_dir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        return summary
