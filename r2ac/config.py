@@ -146,8 +146,10 @@ class PPOConfig:
     grad_norm_clip: float = _f(0.5, "global gradient-norm clip (0 = off)", ge=0.0)
     refresh_traces: bool = _f(False, "recompute RTRL traces with the current weights every epoch")
     adam_eps: float = _f(1e-5, "Adam epsilon", gt=0.0)
-    sequence_length: int = _f(0, "minibatch chunk length (0 = auto: 1 with RTRL, learner.unroll_length with TBPTT)",
+    sequence_length: int = _f(0, "minibatch chunk length (0 = auto: 1 with RTRL, ppo.truncation_length with TBPTT)",
                               ge=0)
+    truncation_length: int = _f(100, "chunk length with model.learning=tbptt when sequence_length is 0 (the BPTT "
+                                     "truncation)", gt=0)
     trace_memory_budget_mb: float = _f(2048.0, "refuse to start if one rollout's stored traces exceed this",
                                        gt=0.0)
     normalize_observations: Literal["auto", "on", "off"] = _f("auto", "running obs normalisation ('auto': "
@@ -158,6 +160,8 @@ class PPOConfig:
     value_cost: float = _f(0.5, "weight of the value loss", ge=0.0)
     log_std_init: float = _f(0.0, "initial log-std of the Gaussian policy (continuous actions)")
     max_nonfinite_updates: int = _f(10, "skipped non-finite minibatch updates in a row before aborting", ge=0)
+    encoder: list[int] = _f([64], "tanh layers between the network input and the core (the paper: one of 64 "
+                                  "units; [] = none)", item_gt=0)
 
 
 @dataclass

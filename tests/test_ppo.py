@@ -12,7 +12,7 @@ import torch
 from r2ac.agent.losses import gae_advantages
 from r2ac.agent.ppo import (PPOLearner, PPONet, Rollout, RolloutCollector, action_spec, compute_advantages,
                             evaluate_chunks, gather, ppo_objective, rerun_rollout, trace_memory)
-from r2ac.config import load_config
+from r2ac.config import PPOConfig, load_config
 from r2ac.envs import make_vec_env
 
 L, B = 10, 3
@@ -31,7 +31,8 @@ def _setup(core="rtu", env="tmaze", learning="rtrl", seed=0, dtype=torch.float64
     with torch.no_grad():  # non-trivial heads (the default output gains are tiny)
         for p in list(net.actor.parameters()) + list(net.critic.parameters()):
             p.add_(0.3 * torch.randn_like(p))
-    col = RolloutCollector(net, venv, L, generator=torch.Generator().manual_seed(seed))
+    cfg = PPOConfig(rollout_length=L, normalize_observations="off", normalize_rewards="off")
+    col = RolloutCollector(net, venv, cfg, generator=torch.Generator().manual_seed(seed))
     return net, venv, col
 
 
@@ -179,7 +180,7 @@ def test_refresh_after_a_weight_change_gives_fresh_traces(core):
     with torch.no_grad():
         for p in net.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    learner = PPOLearner(net, discount=0.99, gae_lambda=0.95)
+    learner = PPOLearner(net, PPOConfig(discount=0.99, gae_lambda=0.95))
     stale = {k: v.clone() for k, v in ro.states.items()}
     learner.refresh(ro)
     changed = [k for k in stale if k != "c" and not torch.allclose(stale[k], ro.states[k])]
@@ -271,8 +272,8 @@ def test_trace_memory_of_the_rtu_per_step():
 
 def _cfg(tmp_path, *extra, env="tmaze", options="{corridor_length: 2}"):
     return load_config(None, ["algo=ppo", f"env.id={env}", "env.num_envs=2", f"env.options={options}",
-                              "ppo.rollout_length=8", "ppo.epochs=2", "ppo.minibatches=4", "model.stem=mlp",
-                              "model.stem_channels=[]", "model.stem_fc=8", "model.core=rtu", "model.hidden_size=4",
+                              "ppo.rollout_length=8", "ppo.epochs=2", "ppo.minibatches=4", "ppo.encoder=[8]",
+                              "model.core=rtu", "model.hidden_size=4",
                               "model.reward_input=false", "total_steps=32", f"run_dir={tmp_path / 'run'}",
                               "logger.tensorboard=false", "logger.progress_bar=false", *extra])
 
@@ -304,7 +305,8 @@ def test_train_ppo_memory_budget_is_a_clear_error(tmp_path):
     from r2ac.runtime.ppo import TraceMemoryError, train_ppo
 
     with pytest.raises(TraceMemoryError, match="trace_memory_budget_mb"):
-        train_ppo(_cfg(tmp_path), trace_memory_budget_mb=0.001)
+        train_ppo(_cfg(tmp_path, "ppo.trace_memory_budget_mb=0.001"))
+    assert not (tmp_path / "run").exists()  # a run that cannot start leaves no run directory
 
 
 def test_train_ppo_continuous_tbptt_refresh(tmp_path):
@@ -312,7 +314,7 @@ def test_train_ppo_continuous_tbptt_refresh(tmp_path):
     from r2ac.runtime.ppo import train_ppo
 
     pendulum = dict(env="gymc:Pendulum-v1", options="{max_episode_steps: 6}")
-    s = train_ppo(_cfg(tmp_path, "model.core=gru", "model.learning=tbptt", "learner.unroll_length=4", **pendulum))
+    s = train_ppo(_cfg(tmp_path, "model.core=gru", "model.learning=tbptt", "ppo.truncation_length=4", **pendulum))
     assert s["status"] == "finished" and s["ppo_options"]["sequence_length"] == 4
     assert s["ppo_options"]["normalize_observations"] and s["episodes"] > 0
     s = train_ppo(_cfg(tmp_path, "ppo.refresh_traces=true", f"run_dir={tmp_path / 'run2'}", **pendulum))
@@ -353,7 +355,7 @@ def _nonfinite_after(monkeypatch, good: int):
 def test_ppo_learner_skips_nonfinite_minibatches_and_counts_them_in_a_row(monkeypatch):
     net, venv, col = _setup("rtu", dtype=torch.float32)
     _nonfinite_after(monkeypatch, good=2)
-    learner = PPOLearner(net, epochs=1, minibatches=5, max_nonfinite_updates=3)
+    learner = PPOLearner(net, PPOConfig(epochs=1, minibatches=5, max_nonfinite_updates=3))
     stats = learner.update(col.collect(), torch.Generator().manual_seed(0))
     assert learner.updates == 2 and learner.skipped == 3 and stats["skipped_updates"] == 3
     assert learner.nonfinite_in_row == 3

@@ -77,7 +77,7 @@ def overrides_for(args, task: str, agent: str, seed: int, hidden: int) -> List[s
     core, learning, opts = AGENTS[agent]
     ov = [f"env.id={task}", f"model.core={core}", f"model.learning={learning}", f"model.hidden_size={hidden}",
           f"seed={seed}", f"total_steps={args.steps}", f"run_dir={run_dir(args.out, task, agent, seed)}",
-          f"name={task}_{agent}_seed{seed}", f"learner.unroll_length={args.tbptt}", "logger.progress_bar=false",
+          f"name={task}_{agent}_seed{seed}", f"ppo.truncation_length={args.tbptt}", "logger.progress_bar=false",
           "logger.tensorboard=false", "env.options={}"]
     if opts:
         ov.append("model.core_options=" + json.dumps(opts))
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     from r2ac.config import load_config
 
     cfg = load_config(args.config)
-    d = cfg.model.stem_fc  # the core's input: the 64-unit encoder
+    d = cfg.ppo.encoder[-1]  # the core's input: the 64-unit encoder
     sizes = {k: v for k, v in equal_hidden_sizes(args.params, d).items() if k in args.agents}
     os.makedirs(args.out, exist_ok=True)
     print(f"recurrent parameters (target {args.params}, core input {d}):")

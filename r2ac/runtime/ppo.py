@@ -7,17 +7,10 @@ observation/return normalisers, Adam state, counters, RNG state), ``summary.json
 continues from the newest checkpoint: counters, weights and optimizer; the envs start new episodes from a
 zero core state.
 
-Options the config schema does not have yet are read from ``cfg.ppo`` when present, else from the keyword
-arguments of ``train_ppo``, else from ``PPO_OPTION_DEFAULTS``:
-
-    sequence_length          chunk length C of the minibatches. None: 1 with RTRL (the paper's per-step
-                             stored traces), ``learner.unroll_length`` with TBPTT (the truncation length)
-    trace_memory_budget_mb   refuse to start when the stored per-step states would exceed this
-    normalize_observations   running mean/std of observations. None: on for continuous actions
-    normalize_rewards        divide rewards by the running std of the discounted return. None: as above
-    normalize_advantages     per minibatch (True)
-    value_cost               weight of the value loss (0.5)
-    log_std_init             initial log-std of the Gaussian policy (0.0)
+Every option is in the config: the ``ppo`` section (``PPOConfig``: rollouts, epochs, the loss, Adam, the
+encoder, chunk lengths, normalisation, the trace-memory budget) and the ``model`` section (core,
+hidden_size, learning, core_options, reward_input, prev_action_input). The resolved choices (chunk length,
+normalisation) are in ``summary.json`` under ``ppo_options``.
 """
 
 from __future__ import annotations
@@ -29,21 +22,11 @@ import numpy as np
 import torch
 
 from r2ac.agent.ppo import PPOLearner, PPONet, RolloutCollector, action_spec, trace_memory
-from r2ac.config import Config, ConfigError
+from r2ac.config import Config
 from r2ac.envs import make_vec_env
-from r2ac.runtime.session import RunSession, create_run_dir, env_seed, prepare_run
+from r2ac.runtime.session import RunSession, create_run_dir, env_seed, prepare_run, resolve_device
 
-__all__ = ["PPO_OPTION_DEFAULTS", "PPOSession", "TraceMemoryError", "build_ppo_net", "ppo_options", "train_ppo"]
-
-PPO_OPTION_DEFAULTS: Dict[str, object] = {
-    "sequence_length": None,
-    "trace_memory_budget_mb": 2048.0,
-    "normalize_observations": None,
-    "normalize_rewards": None,
-    "normalize_advantages": True,
-    "value_cost": 0.5,
-    "log_std_init": 0.0,
-}
+__all__ = ["PPOSession", "TraceMemoryError", "build_ppo_net", "train_ppo"]
 
 COUNTERS = ("step", "updates", "iterations", "episodes")
 
@@ -52,45 +35,16 @@ class TraceMemoryError(MemoryError):
     """The stored per-step RTRL traces of one rollout would exceed ``trace_memory_budget_mb``."""
 
 
-def ppo_options(cfg: Config, action_kind: str, overrides: Optional[dict] = None) -> Dict[str, object]:
-    """Resolve the options above: keyword override > ``cfg.ppo.<name>`` (if the schema has it) > default."""
-    overrides = dict(overrides or {})
-    unknown = sorted(set(overrides) - set(PPO_OPTION_DEFAULTS))
-    if unknown:
-        raise ConfigError(f"unknown PPO option(s) {unknown}; known: {', '.join(PPO_OPTION_DEFAULTS)}")
-    opts = {}
-    for k, default in PPO_OPTION_DEFAULTS.items():
-        opts[k] = overrides[k] if k in overrides else getattr(cfg.ppo, k, default)
-    # the config's sentinels: sequence_length 0 and "auto" mean "choose from the setting"
-    if opts["sequence_length"] == 0:
-        opts["sequence_length"] = None
-    for k in ("normalize_observations", "normalize_rewards"):
-        opts[k] = {"auto": None, "on": True, "off": False}.get(opts[k], opts[k])
-    if opts["sequence_length"] is None:
-        opts["sequence_length"] = 1 if cfg.model.learning == "rtrl" else int(cfg.learner.unroll_length)
-    for k in ("normalize_observations", "normalize_rewards"):
-        if opts[k] is None:
-            opts[k] = action_kind == "continuous"
-    return opts
-
-
-def build_ppo_net(cfg: Config, venv, opts: Dict[str, object]) -> PPONet:
-    """The network of Elelimy et al. 2024 from ``cfg.model``: ``stem: mlp`` gives the tanh encoder with layers
-    (*stem_channels, stem_fc) (the paper: one 64-unit layer), ``stem: none`` feeds the input to the core."""
+def build_ppo_net(cfg: Config, venv) -> PPONet:
+    """The network of Elelimy et al. 2024: the tanh encoder ``ppo.encoder`` (the paper: one 64-unit layer),
+    the core of ``cfg.model``, the actor and critic heads."""
     m = cfg.model
-    if m.stem == "mlp":
-        encoder = tuple(m.stem_channels) + (m.stem_fc,)
-    elif m.stem == "none":
-        encoder = ()
-    else:
-        raise ConfigError(f"model.stem: the PPO agent takes vector observations; use model.stem=mlp (a "
-                          f"tanh layer of model.stem_fc units, 64 in the paper) or none, not {m.stem!r}")
     kind, dim = action_spec(venv)
     obs_size = int(np.prod(venv.observation_shape))
     d_in = RolloutCollector.input_size(obs_size, kind, dim, m.reward_input, m.prev_action_input)
     return PPONet(d_in, kind, dim, core=m.core, hidden_size=m.hidden_size, learning=m.learning,
-                  core_options=dict(m.core_options), encoder=encoder, log_std_init=float(opts["log_std_init"]),
-                  obs_size=obs_size)
+                  core_options=dict(m.core_options), encoder=tuple(cfg.ppo.encoder),
+                  log_std_init=cfg.ppo.log_std_init, obs_size=obs_size)
 
 
 def check_trace_memory(net: PPONet, cfg: Config, budget_mb: float, log=print) -> Dict[str, float]:
@@ -115,25 +69,13 @@ class PPOSession(RunSession):
 
     The run directory is created only once the network is built and its stored traces fit the budget."""
 
-    def __init__(self, cfg: Config, ckpt: Optional[dict], venv, options: Optional[dict] = None, *,
-                 time_limit_s: Optional[float] = None, progress_bar: Optional[bool] = None):
-        kind, _ = action_spec(venv)
-        options = dict(options or {})
-        if ckpt is not None:  # a resumed run keeps its options unless overridden again
-            options = {**ckpt["extra"].get("ppo_options", {}), **options}
-        opts = self.opts = ppo_options(cfg, kind, options)
-        device = torch.device("cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
-                              else "cpu")
-        self.net = build_ppo_net(cfg, venv, opts).to(device)
-        self.mem = check_trace_memory(self.net, cfg, float(opts["trace_memory_budget_mb"]))
-        create_run_dir(cfg)
+    def __init__(self, cfg: Config, ckpt: Optional[dict], venv, *, time_limit_s: Optional[float] = None,
+                 progress_bar: Optional[bool] = None):
         p = cfg.ppo
-        self.learner = PPOLearner(
-            self.net, epochs=p.epochs, minibatches=p.minibatches, clip=p.clip, value_clip=p.value_clip,
-            value_cost=float(opts["value_cost"]), entropy_cost=p.entropy_cost, learning_rate=p.learning_rate,
-            adam_eps=p.adam_eps, grad_norm_clip=p.grad_norm_clip, gae_lambda=p.gae_lambda, discount=p.discount,
-            refresh_traces=p.refresh_traces, sequence_length=int(opts["sequence_length"]),
-            normalize_advantages=bool(opts["normalize_advantages"]), max_nonfinite_updates=p.max_nonfinite_updates)
+        self.net = build_ppo_net(cfg, venv).to(resolve_device(cfg.device))
+        self.mem = check_trace_memory(self.net, cfg, p.trace_memory_budget_mb)
+        create_run_dir(cfg)
+        self.learner = PPOLearner(self.net, p)
         n_chunks = self.learner.chunks(p.rollout_length, cfg.env.num_envs)
         if p.minibatches > n_chunks:
             print(f"note: {p.minibatches} minibatches asked, but a rollout has only {n_chunks} chunks of "
@@ -145,11 +87,9 @@ class PPOSession(RunSession):
                                                     f"core:{cfg.model.core}"],
                          time_limit_s=time_limit_s, progress_bar=progress_bar)
         try:
-            self.collector = RolloutCollector(
-                self.net, venv, p.rollout_length, discount=p.discount, generator=self.act_gen,
-                reward_input=cfg.model.reward_input, prev_action_input=cfg.model.prev_action_input,
-                normalize_observations=bool(opts["normalize_observations"]),
-                normalize_rewards=bool(opts["normalize_rewards"]))
+            self.collector = RolloutCollector(self.net, venv, p, generator=self.act_gen,
+                                              reward_input=cfg.model.reward_input,
+                                              prev_action_input=cfg.model.prev_action_input)
         except BaseException:
             self.close()
             raise
@@ -178,8 +118,17 @@ class PPOSession(RunSession):
         if not all(torch.isfinite(q).all() for q in self.net.parameters()):
             self.status = "stopped: non-finite weights"
 
+    def options(self) -> Dict:
+        """The resolved choices of the ``ppo`` section (for the summary and the checkpoint)."""
+        p = self.cfg.ppo
+        return {"sequence_length": self.learner.sequence_length, "trace_memory_budget_mb": p.trace_memory_budget_mb,
+                "normalize_observations": self.collector.normalize_observations,
+                "normalize_rewards": self.collector.normalize_rewards,
+                "normalize_advantages": p.normalize_advantages, "value_cost": p.value_cost,
+                "log_std_init": p.log_std_init}
+
     def checkpoint_extra(self) -> Dict:
-        return {"learner": self.learner.state_dict(), "ppo_options": dict(self.opts)}
+        return {"learner": self.learner.state_dict(), "ppo_options": self.options()}
 
     def curve_title(self) -> str:
         return f"{self.cfg.name}: {self.cfg.env.id}, PPO {self.cfg.model.core}/{self.cfg.model.learning}"
@@ -188,16 +137,16 @@ class PPOSession(RunSession):
         return {"algo": "ppo", "iterations": self.counters["iterations"], "skipped_updates": self.learner.skipped,
                 "wall_s": elapsed, "core": self.cfg.model.core, "learning": self.cfg.model.learning,
                 "core_parameters": self.core_params, "trace_memory_mb": self.mem["bytes"] / 2 ** 20,
-                "ppo_options": dict(self.opts)}
+                "ppo_options": self.options()}
 
 
 def train_ppo(cfg: Config, resume: bool = False, *, time_limit_s: Optional[float] = None,
-              progress_bar: Optional[bool] = None, **options) -> Dict:
+              progress_bar: Optional[bool] = None) -> Dict:
     """Train the PPO agent as configured (``cfg.algo == "ppo"``); returns (and writes) the summary."""
     ckpt = prepare_run(cfg, resume)
     venv = make_vec_env(cfg.env.id, cfg.env.num_envs, env_seed(cfg, 0), **dict(cfg.env.options))
     try:
-        session = PPOSession(cfg, ckpt, venv, options, time_limit_s=time_limit_s, progress_bar=progress_bar)
+        session = PPOSession(cfg, ckpt, venv, time_limit_s=time_limit_s, progress_bar=progress_bar)
 
         def loop() -> None:
             t_ckpt = time.time()

@@ -74,23 +74,19 @@ class PPOLearner:
     A minibatch whose loss or gradient norm is not finite is skipped (no optimizer step); more than
     ``max_nonfinite_updates`` skipped in a row raise :class:`r2ac.agent.learner.NonFiniteLossError`."""
 
-    def __init__(self, net: PPONet, *, epochs: int = 10, minibatches: int = 32, clip: float = 0.2,
-                 value_clip: float = 0.5, value_cost: float = 0.5, entropy_cost: float = 0.0,
-                 learning_rate: float = 3e-4, adam_eps: float = 1e-5, grad_norm_clip: float = 0.5,
-                 gae_lambda: float = 0.95, discount: float = 0.99, refresh_traces: bool = False,
-                 sequence_length: int = 1, normalize_advantages: bool = True, max_nonfinite_updates: int = 10):
+    def __init__(self, net: PPONet, cfg):
+        """``cfg``: the ``ppo`` config section (epochs, minibatches, clip ranges, costs, Adam, GAE,
+        refresh_traces, sequence_length / truncation_length, normalize_advantages, max_nonfinite_updates).
+
+        The chunk length C of the minibatches is ``cfg.sequence_length``, or when that is 0: 1 with an RTRL
+        core (the paper's per-step stored traces), ``cfg.truncation_length`` with TBPTT."""
         self.net = net
-        self.epochs, self.minibatches = int(epochs), int(minibatches)
-        self.clip, self.value_clip, self.value_cost = float(clip), float(value_clip), float(value_cost)
-        self.entropy_cost, self.grad_norm_clip = float(entropy_cost), float(grad_norm_clip)
-        self.gae_lambda, self.discount = float(gae_lambda), float(discount)
-        self.refresh_traces = bool(refresh_traces)
-        self.sequence_length = int(sequence_length)
-        self.normalize_advantages = bool(normalize_advantages)
-        self.max_nonfinite_updates = int(max_nonfinite_updates)
+        self.cfg = cfg
+        self.sequence_length = int(cfg.sequence_length) or (
+            1 if net.core.learning == "rtrl" else int(cfg.truncation_length))
         if self.sequence_length < 1:
-            raise ValueError(f"sequence_length must be >= 1, got {sequence_length}")
-        self.optimizer = torch.optim.Adam(net.parameters(), lr=learning_rate, eps=adam_eps)
+            raise ValueError(f"sequence_length must be >= 1, got {self.sequence_length}")
+        self.optimizer = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
         self.updates = 0  # applied optimizer steps
         self.iterations = 0  # rollouts trained on
         self.skipped = 0  # minibatch updates skipped for a non-finite loss or gradient
@@ -108,32 +104,32 @@ class PPOLearner:
         new = rerun_rollout(self.net, ro)
         ro.states, ro.value, ro.final_value = new["states"], new["value"], new["final_value"]
         ro.final_state, ro.bootstrap_value = new["final_state"], new["bootstrap_value"]
-        compute_advantages(ro, self.discount, self.gae_lambda)
+        compute_advantages(ro, self.cfg.discount, self.cfg.gae_lambda)
 
     def update(self, ro: Rollout, generator: Optional[torch.Generator] = None) -> Dict[str, float]:
         L, B = ro.x.shape[:2]
         C = self.sequence_length
         n_chunks = self.chunks(L, B)
-        m = min(self.minibatches, n_chunks)
+        m = min(self.cfg.minibatches, n_chunks)
         if ro.advantages is None:
-            compute_advantages(ro, self.discount, self.gae_lambda)
+            compute_advantages(ro, self.cfg.discount, self.cfg.gae_lambda)
         with torch.no_grad():
             y, v = ro.returns.flatten(), ro.value.flatten()
             explained = (1 - (y - v).var() / y.var()).item() if y.var() > 0 else float("nan")
         params = [p for p in self.net.parameters() if p.requires_grad]
-        clip = self.grad_norm_clip if self.grad_norm_clip > 0 else math.inf
+        clip = self.cfg.grad_norm_clip if self.cfg.grad_norm_clip > 0 else math.inf
         sums: Dict[str, float] = {}
         count = 0
         self.net.train()
-        for epoch in range(self.epochs):
+        for epoch in range(self.cfg.epochs):
             perm = torch.randperm(n_chunks, generator=generator).to(ro.x.device)
             for idx in torch.tensor_split(perm, m):
                 starts, envs = (idx // B) * C, idx % B
                 out, (t, b) = evaluate_chunks(self.net, ro, starts, envs, C)
-                loss, stats = ppo_objective(self.net, out, gather(ro, t, b), clip=self.clip,
-                                            value_clip=self.value_clip, value_cost=self.value_cost,
-                                            entropy_cost=self.entropy_cost,
-                                            normalize_advantages=self.normalize_advantages)
+                c = self.cfg
+                loss, stats = ppo_objective(self.net, out, gather(ro, t, b), clip=c.clip, value_clip=c.value_clip,
+                                            value_cost=c.value_cost, entropy_cost=c.entropy_cost,
+                                            normalize_advantages=c.normalize_advantages)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
@@ -150,7 +146,7 @@ class PPOLearner:
                 for k, val in stats.items():
                     sums[k] = sums.get(k, 0.0) + val
                 count += 1
-            if self.refresh_traces and epoch < self.epochs - 1:
+            if self.cfg.refresh_traces and epoch < self.cfg.epochs - 1:
                 self.refresh(ro)
         self.iterations += 1
         skipped = sums.pop("skipped_updates", 0.0)
@@ -162,10 +158,10 @@ class PPOLearner:
     def _skip(self, what: str) -> None:
         self.skipped += 1
         self.nonfinite_in_row += 1
-        if self.nonfinite_in_row > self.max_nonfinite_updates:
+        if self.nonfinite_in_row > self.cfg.max_nonfinite_updates:
             raise NonFiniteLossError(
                 f"{self.nonfinite_in_row} non-finite {what} values in a row (ppo.max_nonfinite_updates="
-                f"{self.max_nonfinite_updates}); the run stops with its last checkpoint kept. Lower "
+                f"{self.cfg.max_nonfinite_updates}); the run stops with its last checkpoint kept. Lower "
                 f"ppo.learning_rate or check the environment's rewards.")
 
     def state_dict(self) -> Dict:

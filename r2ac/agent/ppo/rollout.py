@@ -71,16 +71,20 @@ class RolloutCollector:
     ``restart()`` (or on creation) every env starts a new episode from a zero state.
     """
 
-    def __init__(self, net: PPONet, venv, rollout_length: int, *, discount: float = 0.99,
-                 generator: Optional[torch.Generator] = None, reward_input: bool = False,
-                 prev_action_input: bool = False, normalize_observations: bool = False,
-                 normalize_rewards: bool = False, obs_clip: float = 10.0, reward_clip: float = 10.0):
+    def __init__(self, net: PPONet, venv, cfg, *, generator: Optional[torch.Generator] = None,
+                 reward_input: bool = False, prev_action_input: bool = False, obs_clip: float = 10.0,
+                 reward_clip: float = 10.0):
+        """``cfg``: the ``ppo`` config section (rollout_length, discount, normalize_observations and
+        normalize_rewards: ``auto`` is on for continuous actions). ``reward_input``, ``prev_action_input``:
+        the previous reward and action are part of the network input (``model`` section)."""
         self.net, self.venv = net, venv
-        self.L, self.B = int(rollout_length), int(venv.num_envs)
-        self.discount = float(discount)
+        self.L, self.B = int(cfg.rollout_length), int(venv.num_envs)
+        self.discount = float(cfg.discount)
         self.generator = generator
         self.reward_input, self.prev_action_input = bool(reward_input), bool(prev_action_input)
-        self.normalize_observations, self.normalize_rewards = bool(normalize_observations), bool(normalize_rewards)
+        continuous = action_spec(venv)[0] == "continuous"
+        self.normalize_observations = {"on": True, "off": False}.get(cfg.normalize_observations, continuous)
+        self.normalize_rewards = {"on": True, "off": False}.get(cfg.normalize_rewards, continuous)
         self.obs_clip, self.reward_clip = float(obs_clip), float(reward_clip)
         kind, dim = action_spec(venv)
         if (kind, dim) != (net.action_kind, net.action_dim):
