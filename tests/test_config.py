@@ -7,7 +7,7 @@ import textwrap
 import pytest
 import yaml
 
-from r2ac import config as C
+from r2ac.config import schema as C
 from r2ac.config import (
     Config,
     ConfigError,
@@ -287,7 +287,7 @@ def test_save_config_is_atomic(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(C.yaml, "safe_dump", boom)
+    monkeypatch.setattr(yaml, "safe_dump", boom)
     with pytest.raises(RuntimeError):
         save_config(load_config(None, ["seed=2"]), out)
     assert out.read_text() == before
