@@ -180,3 +180,14 @@ def test_bench_memory_judge_and_step_budget(tmp_path):
     assert given.total_steps == 2_000_000 and given.learner.lr_schedule == "linear"
     none = run_config("configs/quickstart.yaml", "cue-pixels", 100, "rtrl", 0, str(tmp_path / "r"), steps=0)
     assert none.total_steps >= 10 ** 12 and none.learner.lr_schedule == "constant"
+
+
+def test_bench_memory_runs_the_runtime_the_overrides_name(tmp_path):
+    from r2ac.bench.memory import run_config, runtime_train
+    from r2ac.runtime import local, ray_runtime
+
+    local_cfg = run_config("configs/quickstart.yaml", "cue-vector", 3, "rtrl", 0, str(tmp_path / "a"))
+    ray_cfg = run_config("configs/quickstart.yaml", "cue-vector", 3, "rtrl", 0, str(tmp_path / "b"),
+                         ["runtime.kind=ray", "runtime.num_actors=2"])
+    assert local_cfg.runtime.kind == "local" and runtime_train(local_cfg) is local.train
+    assert ray_cfg.runtime.kind == "ray" and runtime_train(ray_cfg) is ray_runtime.train

@@ -1,6 +1,7 @@
 """``r2ac bench memory``: long-credit learning on built-in tasks at spans far beyond the segment length M.
 
-Every run is a real training run (``runtime.kind=local``, one process, one torch thread) of the settings
+Every run is a real training run (``runtime.kind=local``, one process, one torch thread; an override
+``runtime.kind=ray runtime.num_actors=N`` runs it on a local Ray instance instead, with real policy lag) of the settings
 under test (by default ``configs/quickstart.yaml``: the defaults a user's new task starts from) with only
 the task swapped in and the method's overrides applied; nothing is tuned per task. Each run trains for a
 wall-clock budget and is judged from its training curve:
@@ -140,18 +141,26 @@ def judge(curve, threshold: float) -> Dict:
             "settled": min(v for *_, v in curve[settled:]) if settled is not None else math.nan}
 
 
+def runtime_train(cfg):
+    """The ``train`` function of the runtime the run's config names: the bench runs ``runtime.kind=local``
+    unless an override asks for ``runtime.kind=ray`` (actors in their own processes, real policy lag)."""
+    if cfg.runtime.kind == "ray":
+        from r2ac.runtime.ray_runtime import train
+    else:
+        from r2ac.runtime.local import train
+    return train
+
+
 def _one_run(job) -> Dict:
     base, task, span, method, seed, run_dir, minutes, extra, steps = job
     summary_path = os.path.join(run_dir, "summary.json")
     if not os.path.exists(summary_path):
         import shutil
 
-        from r2ac.runtime.local import train
-
         shutil.rmtree(run_dir, ignore_errors=True)  # an unfinished run starts over
         cfg = run_config(base, task, span, method, seed, run_dir, extra, steps)
         try:
-            train(cfg, time_limit_s=minutes * 60)
+            runtime_train(cfg)(cfg, time_limit_s=minutes * 60)
         except Exception as e:  # noqa: BLE001 - one failed run must not stop the bench
             return {"task": task, "span": span, "method": method, "seed": seed, "status": f"failed: {e}"}
     with open(summary_path) as f:
