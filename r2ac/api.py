@@ -26,6 +26,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 import torch
 
+from r2ac.agent.distributions import categorical_sample
 from r2ac.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, load_latest_checkpoint
 from r2ac.config import Config, ConfigError, config_from_dict
 
@@ -124,7 +125,7 @@ class Policy:
         if self.greedy if greedy is None else greedy:
             action = logits.argmax(-1)
         else:
-            action = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator).squeeze(1)
+            action = categorical_sample(logits, self.generator)
         new = PolicyState(core, action, torch.zeros(B, dtype=torch.bool, device=self.device))
         a = action.cpu().numpy()
         return (a[0] if single else a), new, logits

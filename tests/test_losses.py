@@ -8,14 +8,11 @@ import torch
 
 from r2ac.agent.losses import (
     baseline_loss,
-    entropy,
-    entropy_loss,
     gae_advantages,
     impala_loss,
     normalize_advantages,
     policy_gradient_loss,
     ppo_clipped_surrogate_loss,
-    ppo_entropy_loss,
     ppo_loss,
     ppo_value_loss,
 )
@@ -95,15 +92,12 @@ def test_policy_gradient_loss_detaches_advantages():
         policy_gradient_loss(logits, actions, torch.zeros(4, 2))
 
 
-def test_baseline_grad_and_entropy():
+def test_baseline_grad():
     adv = torch.tensor([[1.0, -2.0]], requires_grad=True)
     loss = baseline_loss(adv)
     assert loss.item() == pytest.approx(2.5)
     loss.backward()
     torch.testing.assert_close(adv.grad, adv.detach())
-    logits = torch.tensor([[[0.0, 0.0, 0.0, 0.0]], [[100.0, 0.0, 0.0, 0.0]]])
-    torch.testing.assert_close(entropy(logits), torch.tensor([[math.log(4.0)], [0.0]]))
-    assert entropy_loss(logits).item() == pytest.approx(-math.log(4.0))
 
 
 def test_impala_loss_shape_errors():
@@ -220,18 +214,21 @@ def test_ppo_loss_combines_pieces():
     actions = torch.randint(0, A, (N,), generator=g)
     old_log_probs = torch.log_softmax(torch.randn(N, A, generator=g), -1).gather(
         -1, actions[:, None])[:, 0]
-    advantages = normalize_advantages(torch.randn(N, generator=g))
+    raw = torch.randn(N, generator=g) * 3 + 1
+    advantages = normalize_advantages(raw)
     assert advantages.mean().abs() < 1e-6 and (advantages.std() - 1).abs() < 1e-5
     values = torch.randn(N, generator=g, requires_grad=True)
     old_values, returns = torch.randn(N, generator=g), torch.randn(N, generator=g)
-    total, stats = ppo_loss(logits, actions, old_log_probs, advantages, values, old_values, returns,
-                            clip_eps=0.2, value_clip_eps=0.2, value_cost=0.5, entropy_cost=0.01)
     log_probs = torch.log_softmax(logits, -1).gather(-1, actions[:, None])[:, 0]
+    ent = -(torch.softmax(logits, -1) * torch.log_softmax(logits, -1)).sum(-1)
+    total, stats = ppo_loss(log_probs, old_log_probs, raw, values, old_values, returns, ent, clip_eps=0.2,
+                            value_clip_eps=0.2, value_cost=0.5, entropy_cost=0.01)  # normalises raw
     expected = (ppo_clipped_surrogate_loss(log_probs, old_log_probs, advantages, 0.2)
-                + 0.5 * ppo_value_loss(values, old_values, returns, 0.2)
-                + 0.01 * ppo_entropy_loss(logits))
+                + 0.5 * ppo_value_loss(values, old_values, returns, 0.2) - 0.01 * ent.mean())
     assert total.item() == pytest.approx(expected.item(), rel=1e-6)
-    assert set(stats) >= {"pg_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"}
+    assert set(stats) == {"pg_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"}
     assert 0.0 <= stats["clip_fraction"] <= 1.0 and stats["approx_kl"] >= 0.0
+    unnormalised, _ = ppo_loss(log_probs, old_log_probs, raw, values, old_values, returns, ent, normalize=False)
+    assert unnormalised.item() != pytest.approx(total.item())
     with pytest.raises(ValueError, match="reduction"):
-        ppo_entropy_loss(logits, reduction="avg")
+        ppo_value_loss(values, old_values, returns, reduction="avg")

@@ -8,7 +8,6 @@ import torch
 
 from r2ac.agent.vtrace import (
     VTraceReturns,
-    action_log_probs,
     vtrace_from_importance_weights,
     vtrace_from_logits,
 )
@@ -142,15 +141,6 @@ def test_mismatched_shapes_raise_clear_error(bad):
     inputs[bad] = inputs[bad][..., :2] if bad != "bootstrap_value" else torch.zeros(4, 3)
     with pytest.raises(ValueError, match=bad):
         vtrace_from_importance_weights(**inputs)
-
-
-def test_action_log_probs():
-    logits = torch.tensor([[[0.0, math.log(3.0)]], [[2.0, 2.0]]])  # [T=2, B=1, A=2]
-    actions = torch.tensor([[1], [0]])
-    lp = action_log_probs(logits, actions)
-    torch.testing.assert_close(lp, torch.log(torch.tensor([[0.75], [0.5]])))
-    with pytest.raises(ValueError, match="logits shape"):
-        action_log_probs(logits, torch.zeros(2, 2, dtype=torch.long))
 
 
 def test_vtrace_from_logits_matches_importance_weights():

@@ -19,10 +19,10 @@ from typing import Dict, Tuple
 import torch
 from torch import Tensor
 
+from r2ac.agent.distributions import categorical_entropy, categorical_log_prob
 from r2ac.agent.learner import Learner
-from r2ac.agent.losses import entropy, episode_end_stats
+from r2ac.agent.losses import episode_end_stats
 from r2ac.agent.losses import normalize_advantages as normalize
-from r2ac.agent.vtrace import action_log_probs
 
 
 @torch.no_grad()
@@ -49,9 +49,9 @@ def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: flo
     returns = nstep_returns(rewards, discounts, outputs["baseline"][-1].detach())
     adv = returns - values.detach()
     pg_adv = normalize(adv) if normalize_advantages else adv
-    pg_loss = -(action_log_probs(logits, batch["action"][1:]) * pg_adv).mean()
+    pg_loss = -(categorical_log_prob(logits, batch["action"][1:]) * pg_adv).mean()
     v_loss = 0.5 * (returns - values).pow(2).mean()
-    h = entropy(logits)
+    h = categorical_entropy(logits)
     loss = pg_loss + baseline_cost * v_loss - entropy_cost * h.mean()
     stats = {**episode_end_stats(batch["done"][1:], values, returns, adv, h), "total_loss": loss.item(),
              "pg_loss": pg_loss.item(), "baseline_loss": v_loss.item(), "entropy": h.mean().item(),

@@ -9,11 +9,12 @@ runtime calls ``rollout()`` and ``set_weights()``.
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict
 
 import numpy as np
 import torch
 
+from r2ac.agent.distributions import categorical_sample
 from r2ac.agent.nets import AgentNet
 
 
@@ -71,7 +72,7 @@ class Actor:
             out, hidden = net(inputs, hidden, sensitivities=False)
             xs.append(out["core_input"])
             logits = out["policy_logits"][0]
-            action = torch.multinomial(torch.softmax(logits.float(), -1), 1, generator=self.generator).squeeze(1)
+            action = categorical_sample(logits, self.generator)
             obs, reward, done, info = self.venv.step(action.numpy())
             frame = {
                 "obs": torch.from_numpy(np.ascontiguousarray(obs)),
@@ -102,12 +103,3 @@ class Actor:
     def close(self) -> None:
         self.venv.close()
 
-
-def episode_stats(traj: Dict) -> Optional[Dict[str, float]]:
-    """Mean return/length of the episodes that ended inside a trajectory (steps 1..M), or None."""
-    ret = traj["episode_return"][1:]
-    done = ~torch.isnan(ret)
-    if not done.any():
-        return None
-    return {"episode_return": ret[done].mean().item(), "episode_length": traj["episode_length"][1:][done].float().mean().item(),
-            "episodes": int(done.sum())}

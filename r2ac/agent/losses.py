@@ -17,21 +17,18 @@ from collections.abc import Mapping
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
-from r2ac.agent.vtrace import action_log_probs, vtrace_from_logits
+from r2ac.agent.distributions import categorical_entropy, categorical_log_prob
+from r2ac.agent.vtrace import vtrace_from_logits
 
 __all__ = [
     "baseline_loss",
-    "entropy",
-    "entropy_loss",
     "episode_end_stats",
     "gae_advantages",
     "impala_loss",
     "normalize_advantages",
     "policy_gradient_loss",
     "ppo_clipped_surrogate_loss",
-    "ppo_entropy_loss",
     "ppo_loss",
     "ppo_value_loss",
 ]
@@ -47,7 +44,7 @@ def policy_gradient_loss(logits: Tensor, actions: Tensor, advantages: Tensor) ->
     logits: [T, B, A] target-policy logits (gradient flows into these only); actions: [T, B];
     advantages: [T, B] (detached here). Summed over time and batch.
     """
-    log_pi_a = action_log_probs(logits, actions)
+    log_pi_a = categorical_log_prob(logits, actions)
     if tuple(advantages.shape) != tuple(log_pi_a.shape):
         raise ValueError(
             f"policy_gradient_loss: advantages shape {tuple(advantages.shape)} != actions shape "
@@ -59,20 +56,6 @@ def policy_gradient_loss(logits: Tensor, actions: Tensor, advantages: Tensor) ->
 def baseline_loss(advantages: Tensor) -> Tensor:
     """L_V = 0.5 * sum_{t,b} (v_t - V(x_t))^2, given advantages = v_t - V(x_t). Summed."""
     return 0.5 * advantages.pow(2).sum()
-
-
-def entropy(logits: Tensor) -> Tensor:
-    """Per-step entropy H(pi(.|x_t)) = - sum_a pi(a|x_t) log pi(a|x_t). [T, B, A] -> [T, B]."""
-    log_pi = F.log_softmax(logits, dim=-1)
-    return -(log_pi.exp() * log_pi).sum(dim=-1)
-
-
-def entropy_loss(logits: Tensor) -> Tensor:
-    """L_H = sum_{t,b} sum_a pi(a|x_t) log pi(a|x_t): the negative entropy, summed.
-
-    Minimising it (with a positive entropy cost) raises the entropy.
-    """
-    return -entropy(logits).sum()
 
 
 def episode_end_stats(ends: Tensor, values: Tensor, targets: Tensor, advantages: Tensor, ent: Tensor
@@ -177,7 +160,7 @@ def impala_loss(
         pg_adv = normalize_advantages(pg_adv)
     pg_loss = policy_gradient_loss(target_logits, actions, pg_adv)
     v_loss = baseline_loss(vtrace_returns.vs - values)
-    h = entropy(target_logits)
+    h = categorical_entropy(target_logits)
     h_loss = -h.sum()
     total_loss = pg_loss + baseline_cost * v_loss + entropy_cost * h_loss
 
@@ -304,47 +287,41 @@ def ppo_value_loss(
     return 0.5 * _reduce(torch.maximum(unclipped, clipped), reduction)
 
 
-def ppo_entropy_loss(logits: Tensor, reduction: str = "mean") -> Tensor:
-    """L_H = reduce_t sum_a pi(a|x_t) log pi(a|x_t) (negative entropy)."""
-    return -_reduce(entropy(logits), reduction)
-
-
 def ppo_loss(
-    logits: Tensor,
-    actions: Tensor,
+    log_probs: Tensor,
     old_log_probs: Tensor,
     advantages: Tensor,
     values: Tensor,
     old_values: Tensor,
     returns: Tensor,
+    entropy: Tensor,
     clip_eps: float = 0.2,
     value_clip_eps: float | None = None,
     value_cost: float = 0.5,
-    entropy_cost: float = 0.01,
-    reduction: str = "mean",
+    entropy_cost: float = 0.0,
+    normalize: bool = True,
 ) -> tuple[Tensor, dict[str, float]]:
-    """L = L_clip + value_cost * L_V + entropy_cost * L_H (each reduced by ``reduction``).
+    """L = L_clip + value_cost * L_V - entropy_cost * mean(H), each a mean over the samples.
 
-    logits: [..., A] current policy; actions, old_log_probs, advantages, values, old_values,
-    returns: [...]. Advantages are used as given (normalise them first if wanted). Returns
-    (total_loss, stats) with stats: total_loss, pg_loss, value_loss, entropy_loss, entropy,
-    approx_kl (mean of (r - 1) - log r), clip_fraction (fraction with |r - 1| > clip_eps).
+    log_probs: log pi(a_t|x_t) of the current policy (any distribution; gradient flows into these);
+    old_log_probs, advantages, old_values, returns: from the rollout; values: the current V(x_t);
+    entropy: the current policy's entropy per sample; all of one shape. ``normalize``: advantages
+    normalised over the samples (:func:`normalize_advantages`, when there are at least 2). Returns
+    (total_loss, stats) with stats: pg_loss, value_loss, entropy (mean), approx_kl (mean of
+    (r - 1) - log r), clip_fraction (fraction with |r - 1| > clip_eps).
     """
-    log_probs = action_log_probs(logits, actions)
-    pg = ppo_clipped_surrogate_loss(log_probs, old_log_probs, advantages, clip_eps, reduction)
-    v = ppo_value_loss(values, old_values, returns, value_clip_eps, reduction)
-    h = entropy(logits)
-    h_loss = -_reduce(h, reduction)
-    total = pg + value_cost * v + entropy_cost * h_loss
+    if normalize and advantages.numel() > 1:
+        advantages = normalize_advantages(advantages)
+    pg = ppo_clipped_surrogate_loss(log_probs, old_log_probs, advantages, clip_eps)
+    v = ppo_value_loss(values, old_values, returns, value_clip_eps)
+    total = pg + value_cost * v - entropy_cost * entropy.mean()
     with torch.no_grad():
         log_ratio = log_probs - old_log_probs
         ratio = log_ratio.exp()
         stats = {
-            "total_loss": total.item(),
             "pg_loss": pg.item(),
             "value_loss": v.item(),
-            "entropy_loss": h_loss.item(),
-            "entropy": h.mean().item(),
+            "entropy": entropy.mean().item(),
             "approx_kl": ((ratio - 1) - log_ratio).mean().item(),
             "clip_fraction": ((ratio - 1).abs() > clip_eps).to(torch.float32).mean().item(),
         }

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Dict, Optional, Tuple
 
 import torch
-import torch.nn.functional as Fn
 from torch import Tensor, nn
 
+from r2ac.agent import inputs
 from r2ac.agent.stems import make_stem
 from r2ac.cores import make_core
 from r2ac.cores.base import State
@@ -31,7 +31,8 @@ class AgentNet(nn.Module):
         self.reward_input = reward_input
         self.prev_action_input = prev_action_input
         self.reward_clip = float(reward_clip)
-        self.core_input_size = self.stem.output_size + int(reward_input) + (num_actions if prev_action_input else 0)
+        self.core_input_size = inputs.core_input_size(self.stem.output_size, reward_input, prev_action_input,
+                                                      num_actions)
         self.core = make_core(core, self.core_input_size, hidden_size, learning=learning, **(core_options or {}))
         self.policy = nn.Linear(self.core.output_size, num_actions)
         self.baseline = nn.Linear(self.core.output_size, 1)
@@ -66,15 +67,10 @@ class AgentNet(nn.Module):
         return self.stem(obs)
 
     def core_input(self, features: Tensor, reward: Tensor, prev_action: Tensor) -> Tensor:
-        parts = [features]
-        if self.reward_input:
-            r = reward.to(features.dtype)
-            if self.reward_clip > 0:
-                r = r.clamp(-self.reward_clip, self.reward_clip)
-            parts.append(r.unsqueeze(-1))
-        if self.prev_action_input:
-            parts.append(Fn.one_hot(prev_action.long(), self.num_actions).to(features.dtype))
-        return torch.cat(parts, -1) if len(parts) > 1 else features
+        """The core's input (``r2ac.agent.inputs.core_input``): features, clipped reward, one-hot action."""
+        return inputs.core_input(features, reward, prev_action, reward_input=self.reward_input,
+                                 prev_action_input=self.prev_action_input, action_dim=self.num_actions,
+                                 reward_clip=self.reward_clip)
 
     def heads(self, y: Tensor) -> Dict[str, Tensor]:
         return {"policy_logits": self.policy(y), "baseline": self.baseline(y).squeeze(-1)}

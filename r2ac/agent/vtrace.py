@@ -31,11 +31,11 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
+
+from r2ac.agent.distributions import categorical_log_prob
 
 __all__ = [
     "VTraceReturns",
-    "action_log_probs",
     "vtrace_from_importance_weights",
     "vtrace_from_logits",
 ]
@@ -56,25 +56,6 @@ class VTraceReturns:
     log_rhos: Tensor | None = None
     behaviour_action_log_probs: Tensor | None = None
     target_action_log_probs: Tensor | None = None
-
-
-def action_log_probs(logits: Tensor, actions: Tensor) -> Tensor:
-    """log pi(a_t | x_t) of the taken actions under a categorical policy.
-
-    log pi(a|x) = logits[a] - log sum_b exp(logits[b])
-
-    logits: [T, B, A] unnormalised; actions: [T, B] integer indices. Returns [T, B] (differentiable
-    with respect to ``logits``).
-    """
-    if logits.dim() < 1 or tuple(logits.shape[:-1]) != tuple(actions.shape):
-        raise ValueError(
-            f"action_log_probs: logits shape {tuple(logits.shape)} must be actions shape "
-            f"{tuple(actions.shape)} plus one trailing action dimension"
-        )
-    if actions.dtype.is_floating_point or actions.dtype == torch.bool:
-        raise TypeError(f"action_log_probs: actions must be an integer tensor, got {actions.dtype}")
-    log_pi = F.log_softmax(logits, dim=-1)
-    return log_pi.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
 
 
 def _check_shapes(log_rhos: Tensor, discounts: Tensor, rewards: Tensor, values: Tensor,
@@ -184,8 +165,8 @@ def vtrace_from_logits(
             f"target_logits shape {tuple(target_logits.shape)}"
         )
     with torch.no_grad():
-        behaviour_log_probs = action_log_probs(behaviour_logits.detach(), actions)
-        target_log_probs = action_log_probs(target_logits.detach(), actions)
+        behaviour_log_probs = categorical_log_prob(behaviour_logits.detach(), actions)
+        target_log_probs = categorical_log_prob(target_logits.detach(), actions)
         log_rhos = target_log_probs - behaviour_log_probs
     returns = vtrace_from_importance_weights(
         log_rhos, discounts, rewards, values, bootstrap_value,

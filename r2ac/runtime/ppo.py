@@ -21,6 +21,7 @@ from typing import Dict, Optional
 import numpy as np
 import torch
 
+from r2ac.agent.inputs import core_input_size
 from r2ac.agent.ppo import PPOLearner, PPONet, RolloutCollector, action_spec, trace_memory
 from r2ac.config import Config
 from r2ac.envs import make_vec_env
@@ -41,7 +42,7 @@ def build_ppo_net(cfg: Config, venv) -> PPONet:
     m = cfg.model
     kind, dim = action_spec(venv)
     obs_size = int(np.prod(venv.observation_shape))
-    d_in = RolloutCollector.input_size(obs_size, kind, dim, m.reward_input, m.prev_action_input)
+    d_in = core_input_size(obs_size, m.reward_input, m.prev_action_input, dim)
     return PPONet(d_in, kind, dim, core=m.core, hidden_size=m.hidden_size, learning=m.learning,
                   core_options=dict(m.core_options), encoder=tuple(cfg.ppo.encoder),
                   log_std_init=cfg.ppo.log_std_init, obs_size=obs_size)

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from r2ac.agent.learner import NonFiniteLossError
-from r2ac.agent.losses import ppo_clipped_surrogate_loss, ppo_value_loss
+from r2ac.agent.losses import ppo_loss
 from r2ac.agent.ppo.net import PPONet
 from r2ac.agent.ppo.rollout import Rollout, compute_advantages, rerun_rollout
 
@@ -34,27 +34,16 @@ def evaluate_chunks(net: PPONet, ro: Rollout, starts: Tensor, envs: Tensor, leng
     return out, (t, envs)
 
 
-def ppo_objective(net: PPONet, out: Dict[str, Tensor], batch: Dict[str, Tensor], *, clip: float = 0.2,
-                  value_clip: Optional[float] = 0.5, value_cost: float = 0.5, entropy_cost: float = 0.0,
-                  normalize_advantages: bool = True) -> Tuple[Tensor, Dict[str, float]]:
-    """L = L_clip + value_cost * L_V + entropy_cost * L_H, each a mean over the minibatch's steps
-    (``losses.ppo_clipped_surrogate_loss``, ``losses.ppo_value_loss``; advantages normalised over the
-    minibatch). ``batch``: action, log_prob (old), advantages, returns, value (old), shaped like out."""
-    logp = net.log_prob(out["policy"], batch["action"])
-    adv = batch["advantages"]
-    if normalize_advantages and adv.numel() > 1:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    pg = ppo_clipped_surrogate_loss(logp, batch["log_prob"], adv, clip)
-    vl = ppo_value_loss(out["value"], batch["value"], batch["returns"], value_clip if value_clip else None)
-    ent = net.entropy(out["policy"])
-    loss = pg + value_cost * vl - entropy_cost * ent.mean()
-    with torch.no_grad():
-        log_ratio = logp - batch["log_prob"]
-        ratio = log_ratio.exp()
-        stats = {"pg_loss": pg.item(), "value_loss": vl.item(), "entropy": ent.mean().item(),
-                 "approx_kl": ((ratio - 1) - log_ratio).mean().item(),
-                 "clip_fraction": ((ratio - 1).abs() > clip).to(torch.float32).mean().item()}
-    return loss, stats
+def ppo_objective(net: PPONet, out: Dict[str, Tensor], batch: Dict[str, Tensor], *, clip: float,
+                  value_clip: float, value_cost: float, entropy_cost: float,
+                  normalize_advantages: bool) -> Tuple[Tensor, Dict[str, float]]:
+    """The PPO loss (``losses.ppo_loss``) of the network's outputs on a minibatch: log-probabilities and
+    entropies from the network's action distribution; ``value_clip`` 0 = no value clipping. ``batch``:
+    action, log_prob (old), advantages, returns, value (old), shaped like out."""
+    return ppo_loss(net.log_prob(out["policy"], batch["action"]), batch["log_prob"], batch["advantages"],
+                    out["value"], batch["value"], batch["returns"], net.entropy(out["policy"]), clip_eps=clip,
+                    value_clip_eps=value_clip if value_clip else None, value_cost=value_cost,
+                    entropy_cost=entropy_cost, normalize=normalize_advantages)
 
 
 def gather(ro: Rollout, t: Tensor, b: Tensor) -> Dict[str, Tensor]:

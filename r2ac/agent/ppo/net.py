@@ -14,15 +14,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
+from r2ac.agent.distributions import (categorical_entropy, categorical_log_prob, categorical_sample,
+                                     gaussian_entropy, gaussian_log_prob, gaussian_sample)
 from r2ac.cores import make_core
 from r2ac.cores.base import State
 
 __all__ = ["PPONet", "RunningMeanStd", "action_spec", "trace_memory"]
-
-_LOG_2PI = math.log(2 * math.pi)
-
 
 # --------------------------------------------------------------------------------------------------
 # Normalisers
@@ -129,29 +127,23 @@ class PPONet(nn.Module):
                              sensitivities=sensitivities)
         return {"policy": self.actor(y), "value": self.critic(y).squeeze(-1)}, state
 
-    # -- the action distribution -----------------------------------------------------------------
+    # -- the action distribution (r2ac.agent.distributions) ---------------------------------------
     def log_prob(self, policy: Tensor, action: Tensor) -> Tensor:
         if self.action_kind == "discrete":
-            return F.log_softmax(policy, -1).gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
-        log_std = self.log_std.to(policy.dtype)
-        z = (action.to(policy.dtype) - policy) * torch.exp(-log_std)
-        return (-0.5 * z * z - log_std - 0.5 * _LOG_2PI).sum(-1)
+            return categorical_log_prob(policy, action)
+        return gaussian_log_prob(policy, self.log_std, action)
 
     def entropy(self, policy: Tensor) -> Tensor:
         if self.action_kind == "discrete":
-            logp = F.log_softmax(policy, -1)
-            return -(logp.exp() * logp).sum(-1)
-        per_dim = 0.5 + 0.5 * _LOG_2PI + self.log_std.to(policy.dtype)
-        return per_dim.sum().expand(policy.shape[:-1])
+            return categorical_entropy(policy)
+        return gaussian_entropy(policy, self.log_std)
 
     @torch.no_grad()
     def sample(self, policy: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
         """Actions [*, ] (int64) or [*, A] (float, unclipped) drawn from pi(.|policy)."""
         if self.action_kind == "discrete":
-            probs = torch.softmax(policy.reshape(-1, policy.shape[-1]).float(), -1)
-            return torch.multinomial(probs, 1, generator=generator).reshape(policy.shape[:-1])
-        noise = torch.randn(policy.shape, generator=generator, dtype=policy.dtype, device=policy.device)
-        return policy + torch.exp(self.log_std.to(policy.dtype)) * noise
+            return categorical_sample(policy, generator)
+        return gaussian_sample(policy, self.log_std, generator)
 
 
 def trace_memory(net: PPONet, rollout_length: int, num_envs: int, bytes_per_float: int = 4) -> Dict[str, float]:

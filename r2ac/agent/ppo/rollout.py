@@ -18,8 +18,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
+from r2ac.agent.inputs import core_input
 from r2ac.agent.losses import gae_advantages
 from r2ac.agent.ppo.net import PPONet, action_spec
 
@@ -94,11 +94,6 @@ class RolloutCollector:
         self._obs_scale = 1.0 / 255.0 if np.dtype(venv.observation_dtype) == np.uint8 else 1.0  # pixels to [0, 1]
         self.restart()
 
-    @staticmethod
-    def input_size(obs_size: int, action_kind: str, action_dim: int, reward_input: bool,
-                   prev_action_input: bool) -> int:
-        return obs_size + int(reward_input) + (action_dim if prev_action_input else 0)
-
     @property
     def _ref(self) -> Tensor:
         return next(self.net.parameters())
@@ -126,17 +121,9 @@ class RolloutCollector:
             if update_stats:
                 self.net.obs_rms.update(obs)
             obs = self.net.obs_rms.normalize(obs, self.obs_clip)
-        parts = [obs]
-        keep = (~reset).to(obs.dtype)
-        if self.reward_input:
-            parts.append((prev_reward.to(obs.dtype) * keep).unsqueeze(-1))
-        if self.prev_action_input:
-            if self.net.action_kind == "discrete":
-                a = F.one_hot(prev_action.long(), self.net.action_dim).to(obs.dtype)
-            else:
-                a = prev_action.to(obs.dtype).clamp(-1, 1)
-            parts.append(a * keep.unsqueeze(-1))
-        return torch.cat(parts, -1) if len(parts) > 1 else obs
+        return core_input(obs, prev_reward, prev_action, reward_input=self.reward_input,
+                          prev_action_input=self.prev_action_input, action_dim=self.net.action_dim,
+                          discrete=self.net.action_kind == "discrete", keep=(~reset).to(obs.dtype))
 
     def _scale_rewards(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
         """Divide by the running std of the discounted return (as Gymnasium's NormalizeReward)."""

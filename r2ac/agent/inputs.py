@@ -1,0 +1,49 @@
+"""The recurrent core's input, one builder for every agent: features of the current observation, then
+(optionally) the previous reward and the previous action:
+
+    x_t = [ features(o_t),  r_t (clipped to [-c, c] if c > 0),  onehot(a_{t-1}) | clip(a_{t-1}, -1, 1) ]
+
+IMPALA/R2AC (``r2ac.agent.nets.AgentNet``): stem features, the reward received with frame t, the one-hot
+action that led to it (IMPALA's input, the R2AC paper's Sec. 4). PPO (``r2ac.agent.ppo``): the normalised
+observation, with reward and action zeroed where an episode starts (``keep`` = 0 there), discrete actions
+one-hot, continuous ones clipped to the action box [-1, 1].
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+__all__ = ["core_input", "core_input_size"]
+
+
+def core_input_size(feature_size: int, reward_input: bool, prev_action_input: bool, action_dim: int) -> int:
+    """Width of x_t: the features, 1 for the reward, ``action_dim`` for the previous action."""
+    return int(feature_size) + int(reward_input) + (int(action_dim) if prev_action_input else 0)
+
+
+def core_input(features: Tensor, reward: Tensor, prev_action: Tensor, *, reward_input: bool,
+               prev_action_input: bool, action_dim: int, discrete: bool = True, reward_clip: float = 0.0,
+               keep: Optional[Tensor] = None) -> Tensor:
+    """x_t from features [..., F], reward [...], prev_action [...] (discrete indices) or [..., A]
+    (continuous); ``keep`` [...] (0/1, features' dtype) multiplies the reward and action parts."""
+    parts = [features]
+    if reward_input:
+        r = reward.to(features.dtype)
+        if reward_clip > 0:
+            r = r.clamp(-reward_clip, reward_clip)
+        if keep is not None:
+            r = r * keep
+        parts.append(r.unsqueeze(-1))
+    if prev_action_input:
+        if discrete:
+            a = F.one_hot(prev_action.long(), action_dim).to(features.dtype)
+        else:
+            a = prev_action.to(features.dtype).clamp(-1, 1)
+        if keep is not None:
+            a = a * keep.unsqueeze(-1)
+        parts.append(a)
+    return torch.cat(parts, -1) if len(parts) > 1 else features
