@@ -29,7 +29,7 @@ from typing import List, Optional
 
 BENCHMARKS = {
     "core": ("r2ac.bench.core", "RTRL vs TBPTT learner cost of a core"),
-    "envs": ("r2ac.envs.bench", "raw env stepping rates"),
+    "envs": ("r2ac.bench.envs", "raw env stepping rates"),
     "system": ("r2ac.bench.system", "whole-system rates vs raw env stepping"),
     "tasks": ("r2ac.bench.tasks", "the supervised long-credit tasks"),
     "memory": ("r2ac.bench.memory", "memory of RTRL vs TBPTT over credit spans"),

@@ -169,7 +169,7 @@ def test_dmlab_worker_processes_end_on_close(fake_dmlab_workers):
 
 def test_bench_envs_and_system_include_dmlab(fake_dmlab_workers, monkeypatch):
     from r2ac.bench.system import CASES
-    from r2ac.envs.bench import DEFAULT_ENVS, bench_env
+    from r2ac.bench.envs import DEFAULT_ENVS, bench_env
 
     assert any(env.startswith("dmlab:") for env, _ in DEFAULT_ENVS)
     assert any(env.startswith("dmlab:") for env in CASES)

@@ -2,7 +2,7 @@
 
 For each env, side by side in one process run:
 
-- ``raw``: the vector env alone, uniformly random actions (``r2ac.envs.bench.bench_env``): the limit.
+- ``raw``: the vector env alone, uniformly random actions (``r2ac.bench.envs.bench_env``): the limit.
 - ``actor``: one ``Actor`` alone: env stepping + batched CPU inference + the closed-form RTRL sensitivity
   transport, no learner (what one actor process can produce at most).
 - ``local``: the single-process runtime (``runtime.kind=local``), actor and learner taking turns.
@@ -62,7 +62,7 @@ def make_config(env: str, out: str, mode: str, actors: int = 1, extra: Sequence[
 
 
 def raw_rate(cfg, seconds: float) -> float:
-    from r2ac.envs.bench import bench_env
+    from r2ac.bench.envs import bench_env
 
     row = bench_env(cfg.env.id, dict(cfg.env.options), num_envs=cfg.env.num_envs, seconds=max(seconds / 5, 0.2),
                     repeats=5, warmup_s=min(1.0, seconds / 5))

@@ -15,7 +15,7 @@ game goes on (the DQN convention); ``info["game_over"]`` then marks the real end
 
 Measured on the 2-core development machine (docs/environments.md), the native vector env steps
 ~1.7x faster than the cheapest Python loop over gymnasium ALE envs with the same preprocessing
-(``r2ac.envs.bench.bench_ale_python_loop``), so it is the only backend.
+(``r2ac.bench.envs.bench_ale_python_loop``), so it is the only backend.
 """
 
 from __future__ import annotations

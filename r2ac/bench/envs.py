@@ -1,4 +1,4 @@
-"""Raw env stepping rates: ``python -m r2ac.envs.bench`` prints a table and writes a CSV.
+"""Raw env stepping rates: ``python -m r2ac.bench.envs`` prints a table and writes a CSV.
 
 Each env is built with ``make_vec_env``, reset, warmed up, then stepped with uniformly random actions
 (pre-drawn) for ``repeats`` timing windows of ``seconds`` each; the table reports the median window
@@ -8,9 +8,9 @@ DMLab: 4 emulator frames per agent step). Envs that cannot be built here (DeepMi
 ``make dmlab``) get a row saying why. DeepMind Lab runs at most 8 envs (``_MAX_NUM_ENVS``), in one worker
 process unless ``workers=N`` is given (``--envs dmlab:rooms_watermaze,workers=2``): one worker = one core.
 
-    python -m r2ac.envs.bench                                   # the default set, 32 envs
-    python -m r2ac.envs.bench --envs tmaze,corridor_length=100 watermaze --num-envs 64
-    python -m r2ac.envs.bench --ale-python-loop                 # also time a gymnasium sync loop
+    python -m r2ac.bench.envs                                   # the default set, 32 envs
+    python -m r2ac.bench.envs --envs tmaze,corridor_length=100 watermaze --num-envs 64
+    python -m r2ac.bench.envs --ale-python-loop                 # also time a gymnasium sync loop
 
 ``--ale-python-loop`` adds a row for the cheapest Python-loop Atari backend with the same
 preprocessing (``gymnasium.make_vec("ALE/<Game>-v5", vectorization_mode="sync")`` at frameskip 1,
@@ -225,7 +225,7 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str | os.PathLike) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m r2ac.envs.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m r2ac.bench.envs", description=__doc__.split("\n")[0])
     parser.add_argument("--envs", nargs="+", metavar="ID[,KEY=VALUE...]",
                         help="env ids with options (default: " + " ".join(
                             e + "".join(f",{k}={v}" for k, v in o.items()) for e, o in DEFAULT_ENVS) + ")")
