@@ -90,6 +90,8 @@ def free_port_near(port: int) -> int:
 def problems(env: dict[str, str], env_file: Path) -> list[str]:
     file = read_env_file(env_file)
     shown = os.path.relpath(env_file) if env_file.is_absolute() else str(env_file)
+    if shown.startswith(".."):
+        shown = str(env_file)
     out = []
     engine = compose_engine(env)
     if engine is None:

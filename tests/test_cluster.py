@@ -257,8 +257,9 @@ def test_compose_runs_a_training_to_the_end(podman, image):
     assert not [x for x in leftovers if "containers" in x], f"podman-compose down left {leftovers} (removed now)"
     assert not _project_left(env, project)
     # Progress in the container log: `podman-compose logs` / `podman logs` show one status line per interval.
+    # (A fast machine finishes 16,000 steps within one 2 s interval: then the last line is the only one.)
     status = re.findall(r"^\[train\] step [\d,]+/16,000 .*frames/s.*$", text, re.M)
-    assert len(status) >= 2, text[-3000:]
+    assert status, text[-3000:]
     summary = check_run_dir(runs / "compose", min_step=16000)
     assert summary["actor_nodes"] and summary["learner_node"], summary
     offline = list((runs / "compose" / "wandb").glob("offline-run-*"))
