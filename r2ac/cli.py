@@ -226,7 +226,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for cmd, text in (("train", "train an agent from a YAML config"),
                       ("pretrain", "train with TBPTT and export the vision stem to <run_dir>/stem.safetensors "
                                    "(pipeline.pretrain_steps/pretrain_unroll_length apply when set)"),
-                      ("pipeline", "TBPTT stem pretraining, then training with the stem frozen (seed 000 Sec. 4)")):
+                      ("pipeline", "TBPTT stem pretraining, then training with the stem frozen (Irie et al. 2024, Sec. 4)")):
         p = sub.add_parser(cmd, help=text, description=text)
         p.add_argument("config", nargs="?", help="YAML config or a shipped config's name, e.g. quickstart")
         p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. learner.unroll_length=50")

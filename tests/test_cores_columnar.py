@@ -1,5 +1,5 @@
 """Columnar / CCN / constructive cores: float64 exactness of RTRL against full-sequence BPTT, an independent
-step-by-step implementation of the column traces of seed 003 (notes/ccn.md), staging and normalisation."""
+step-by-step implementation of the column traces of Javed et al. 2023 (notes/ccn.md), staging and normalisation."""
 
 import pytest
 import torch
@@ -56,7 +56,7 @@ def test_columnar_tbptt_is_truncated():
 
 
 def _traces_stepwise(core, x, reset):
-    """The column traces of seed 003 (notes/ccn.md) for all twelve parameter kinds, step by step:
+    """The column traces of Javed et al. 2023 (notes/ccn.md) for all twelve parameter kinds, step by step:
 
         dq/dp = s_q (u_q TH_p(t-1) + D_qp),  D_qp = x_j (W_qj), h(t-1) (u_q), 1 (b_q), 0 for other gates
         TC_p(t) = f TC_p(t-1) + c(t-1) df/dp + i dg/dp + g di/dp

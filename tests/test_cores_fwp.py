@@ -1,4 +1,4 @@
-"""Linear fast-weight programmer (seed 000, App. A.2): float64 exactness of RTRL against full-sequence BPTT and
+"""Linear fast-weight programmer (Irie et al. 2024, App. A.2): float64 exactness of RTRL against full-sequence BPTT and
 against an independent step-by-step implementation of Eqs. 41-43 and 51-52."""
 
 import pytest

@@ -1,5 +1,5 @@
 """Exactness and contract tests of the (online) LRU core (float64): one layer against full-sequence BPTT
-and the paper's traces (seed 002, Eqs. 12-17); several layers against an independent implementation of
+and the paper's traces (Zucchet et al. 2023, Eqs. 12-17); several layers against an independent implementation of
 the paper's online rule (exact traces per layer + spatial errors), and their alignment with BPTT."""
 
 import math
@@ -58,7 +58,7 @@ def _lam_gamma_B(layer):
 
 
 def _paper_stepwise(layer, x, reset):
-    """Independent step-by-step traces of seed 002 (Eqs. 8, 12-14), complex: returns h and the traces
+    """Independent step-by-step traces of Zucchet et al. 2023 (Eqs. 8, 12-14), complex: returns h and the traces
     e_lambda, e_gamma, e_B after every step."""
     lam, gamma, Bc, _ = _lam_gamma_B(layer)
     Tn, Bn, _ = x.shape
@@ -139,7 +139,7 @@ def test_lru_gradient_from_paper_traces():
 # -- several layers: the paper's online rule ----------------------------------------------------
 
 def _online_rule_reference(core, x, reset, w):
-    """The online learning rule of seed 002 written step by step: per layer exact traces (Eqs. 12-14)
+    """The online learning rule of Zucchet et al. 2023 written step by step: per layer exact traces (Eqs. 12-14)
     from that layer's inputs; per step, errors delta^l(t) = dL(t)/dh^l(t) by spatial backprop through
     the layers above at step t only (h(t-1) held fixed); recurrent parameters get Eqs. 15-17, the other
     parameters the spatial gradient of L(t)."""

@@ -1,5 +1,5 @@
 """Exactness and contract tests of the RTU core (float64, against full-sequence BPTT and against the
-paper's step-by-step trace recursion, seed 001 Eqs. 23-27 with the dgamma/dnu_log term)."""
+paper's step-by-step trace recursion, Elelimy et al. 2024, Eqs. 23-27 with the dgamma/dnu_log term)."""
 
 import math
 
@@ -69,7 +69,7 @@ _F = {"relu": torch.relu, "tanh": torch.tanh}
 
 
 def _paper_stepwise(core, x, reset):
-    """Independent step-by-step RTRL of seed 001 in real form (Eqs. 2/4, 23-27; dgamma/dnu_log kept):
+    """Independent step-by-step RTRL of Elelimy et al. 2024 in real form (Eqs. 2/4, 23-27; dgamma/dnu_log kept):
     returns the state and the traces after every step."""
     p = {n: t.detach() for n, t in core.named_parameters()}
     f, fp = _F[core.activation], _FPRIME[core.activation]

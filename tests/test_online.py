@@ -63,7 +63,7 @@ def test_learner_checks_the_core_mode():
 
 
 def test_rtrl_online_learns_a_tiny_copy_task():
-    """Copy task (seed 000 B.1) with l = 3: fully online RTRL (an update after every step) reaches
+    """Copy task (Irie et al. 2024, App. B.1) with l = 3: fully online RTRL (an update after every step) reaches
     100 % symbol accuracy within a few seconds."""
     rng = np.random.default_rng(0)
     model = build_model("elstm", (3, 2), 32, "rtrl-online", seed=0)
@@ -181,7 +181,7 @@ def test_td_learns_trace_conditioning_a_little():
 
 
 def test_budget_formulas_match_seed_003():
-    # seed 003 trace patterning (12 inputs): LSTM 4 features k = 15, columnar 10, CCN 16 with 4 per stage
+    # trace patterning of Javed et al. 2023 (12 inputs): LSTM 4 features k = 15, columnar 10, CCN 16 with 4 per stage
     assert flops_per_step("lstm", 12, 4, k=15) == 4352
     assert flops_per_step("columnar", 12, 10) == 3920
     assert flops_per_step("ccn", 12, 16, u=4) == 3360

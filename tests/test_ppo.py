@@ -1,4 +1,4 @@
-"""PPO with stored RTRL traces (seed 001, Algorithm 1): exactness of the stored-trace gradient, the
+"""PPO with stored RTRL traces (Elelimy et al. 2024, Algorithm 1): exactness of the stored-trace gradient, the
 optional refresh, GAE with time-limit bootstrapping, the memory guard and the runner (tiny, real envs)."""
 
 import copy

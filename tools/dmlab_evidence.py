@@ -13,7 +13,7 @@ initialisation, seed ``cfg.seed``) over N episodes each -> DIR/baselines.json.
 ``total_steps`` or after T minutes, whichever comes first (the summary's status says which), then N test
 episodes of the trained stochastic policy (``r2ac eval``'s protocol) -> DIR/eval.json, DIR/evidence.json.
 
-``pipeline``: seed 000 Sec. 4 as ``r2ac pipeline`` runs it (``r2ac.runtime.pipeline.stage_configs``): stage 1
+``pipeline``: Irie et al. 2024, Sec. 4 as ``r2ac pipeline`` runs it (``r2ac.runtime.pipeline.stage_configs``): stage 1
 trains the whole agent with TBPTT in DIR/pretrain and exports its stem; stage 2 trains in DIR/main with that
 stem loaded and frozen. Each stage stops at its step budget or its time limit; then stage 2 is evaluated.
 

@@ -3,7 +3,7 @@ current weights, computes V-trace targets and the IMPALA loss, and applies one R
 
 With an RTRL core, ``loss.backward()`` gives the recurrent parameters the exact gradient through
 everything since each episode's start (identity 1, given the shipped sensitivities); the stem gets the
-truncated gradient of the segment (seed 000 Sec. 4), or none when it is frozen.
+truncated gradient of the segment (Irie et al. 2024, Sec. 4), or none when it is frozen.
 """
 
 from __future__ import annotations

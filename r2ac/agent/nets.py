@@ -1,6 +1,6 @@
 """The R2AC / IMPALA agent network: vision stem -> recurrent core -> policy and baseline heads.
 
-Core input at frame t (seed 000 Sec. 4, IMPALA): stem features (256) + the clipped reward received with
+Core input at frame t (Irie et al. 2024, Sec. 4, IMPALA): stem features (256) + the clipped reward received with
 frame t (D = 257), optionally + the one-hot action that led to frame t (IMPALA's original).
 When the stem is frozen, actors may run it and ship its features; the learner then skips it
 (``inputs["features"]`` instead of ``inputs["obs"]``).

@@ -1,4 +1,4 @@
-"""Export and load a pretrained vision stem (seed 000 Sec. 4: pretrain with TBPTT, then load and freeze).
+"""Export and load a pretrained vision stem (Irie et al. 2024, Sec. 4: pretrain with TBPTT, then load and freeze).
 
 A stem file is a safetensors file: the stem's tensors plus string metadata — the architecture
 (``kind``, ``observation_shape``, ``channels``, ``fc``, what ``make_stem`` needs) and provenance (env id,

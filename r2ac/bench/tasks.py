@@ -2,11 +2,11 @@
 at CPU scale. Each subcommand prints a table and writes ``tasks_<name>.csv`` and ``tasks_<name>.png`` to
 ``--out``.
 
-    r2ac bench tasks copy      seed 000 B.1 copy task, eLSTM: rtrl-online vs tbptt (k < l) vs bptt
-    r2ac bench tasks copy-lru  seed 002 Table 1: 4-layer LRU on the 20x7-bit copy task, gradient from
+    r2ac bench tasks copy      Irie et al. 2024, App. B.1 copy task, eLSTM: rtrl-online vs tbptt (k < l) vs bptt
+    r2ac bench tasks copy-lru  Zucchet et al. 2023, Table 1: 4-layer LRU on the 20x7-bit copy task, gradient from
                                spatial backprop / 1-step truncated BPTT / the online rule / BPTT
     r2ac bench tasks listops   ListOps (generated locally), short run: rtrl-online vs bptt
-    r2ac bench tasks trace     online TD(lambda) on trace conditioning / patterning (seeds 001, 003):
+    r2ac bench tasks trace     online TD(lambda) on trace conditioning / patterning (Elelimy et al. 2024, Javed et al. 2023):
                                columnar, ccn, rtu, elstm (RTRL) and lstm (T-BPTT) at a matched compute
                                budget per step (r2ac.online.budget)
 
@@ -75,7 +75,7 @@ def _usable(core: str, learning: str | None) -> bool:
     return True
 
 
-# -- copy (seed 000 B.1) -------------------------------------------------------------------------------
+# -- copy (Irie et al. 2024, App. B.1) -------------------------------------------------------------------------------
 
 COPY_COLUMNS = ["core", "mode", "k", "hidden", "l", "batches", "updates", "seconds", "train_loss", "eval_loss",
                 "eval_acc", "eval_seq_acc", "eval_acc_at_l"]
@@ -104,11 +104,11 @@ def bench_copy(a) -> List[Dict]:
         print("  " + str(_fmt_row(row)))
     print(format_table(rows, COPY_COLUMNS))
     _save(a.out, "copy", rows, COPY_COLUMNS, curves, "eval symbol accuracy (lengths 2..2l)", "batches",
-          title=f"copy task (seed 000 B.1), {a.core} N={a.hidden}, l={a.l}")
+          title=f"copy task (Irie et al. 2024, App. B.1), {a.core} N={a.hidden}, l={a.l}")
     return rows
 
 
-# -- copy with a multi-layer LRU (seed 002 Table 1) -----------------------------------------------------
+# -- copy with a multi-layer LRU (Zucchet et al. 2023, Table 1) -----------------------------------------------------
 
 LRU_METHODS = {  # Table 1 row -> (learner mode, k)
     "spatial": ("spatial", 1),
@@ -146,7 +146,7 @@ def bench_copy_lru(a) -> List[Dict]:
         print("  " + str(_fmt_row(row)))
     print(format_table(rows, LRU_COLUMNS))
     _save(a.out, "copy_lru", rows, LRU_COLUMNS, curves, "eval loss (per-bit BCE)", "batches", logy=True,
-          title=f"copy {a.patterns}x{a.bits} bits (seed 002), {a.core} {a.layers}L N={a.N} H={a.H}")
+          title=f"copy {a.patterns}x{a.bits} bits (Zucchet et al. 2023), {a.core} {a.layers}L N={a.N} H={a.H}")
     return rows
 
 
@@ -195,7 +195,7 @@ TRACE_COLUMNS = ["task", "core", "learning", "features", "truncation", "flops_pe
 
 def trace_configs(a, n_in: int) -> List[Dict]:
     """The learners at a matched per-step budget (see r2ac.online.budget and docs/results-online.md):
-    the seed 003 sizes for columnar (10), ccn (16, 4 per stage) and lstm (4 features, k = 15); rtu and
+    the sizes of Javed et al. 2023 for columnar (10), ccn (16, 4 per stage) and lstm (4 features, k = 15); rtu and
     elstm: the largest size whose estimate is <= the budget."""
     cfgs = []
     for name in a.cores:
@@ -286,7 +286,7 @@ def _parser() -> argparse.ArgumentParser:
         q.add_argument("--time-limit", type=float, default=None, help="seconds per run (stops early)")
         q.add_argument("--quick", action="store_true", help="tiny smoke-test sizes")
 
-    q = sub.add_parser("copy", help="seed 000 B.1 copy task")
+    q = sub.add_parser("copy", help="Irie et al. 2024, App. B.1 copy task")
     common(q)
     q.add_argument("--core", default="elstm")
     q.add_argument("--l", type=int, default=8, help="longest pattern (sequence length 2l)")
@@ -298,7 +298,7 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--k", type=int, default=4, help="truncation / segment length for tbptt and rtrl-segment")
     q.add_argument("--modes", nargs="+", default=["rtrl-online", "rtrl-segment", "tbptt", "bptt"])
 
-    q = sub.add_parser("copy-lru", help="seed 002 Table 1 (multi-layer LRU)")
+    q = sub.add_parser("copy-lru", help="Zucchet et al. 2023, Table 1 (multi-layer LRU)")
     common(q)
     q.add_argument("--core", default="lru")
     q.add_argument("--layers", type=int, default=4)
@@ -339,12 +339,12 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--steps", type=int, default=40_000, help="stream length (papers: 2 M / 10 M)")
     q.add_argument("--cores", nargs="+", default=["columnar", "ccn", "rtu", "elstm", "lstm"])
     q.add_argument("--budget", type=float, default=4400,
-                   help="operations per step for the sizes of elstm/rtu (seed 003: ~4000; its LSTM 4:15 = 4352)")
+                   help="operations per step for the sizes of elstm/rtu (Javed et al. 2023: ~4000; its LSTM 4:15 = 4352)")
     q.add_argument("--lr", type=float, nargs="+", default=[1e-3],
                    help="Adam step size(s); with several, each learner keeps its best by MSRE (as the papers)")
     q.add_argument("--gamma", type=float, default=0.9)
     q.add_argument("--lam", type=float, default=0.99)
-    q.add_argument("--truncation", type=int, default=15, help="lstm/gru T-BPTT truncation (seed 003: 15)")
+    q.add_argument("--truncation", type=int, default=15, help="lstm/gru T-BPTT truncation (Javed et al. 2023: 15)")
     q.add_argument("--lstm-features", type=int, default=4)
     q.add_argument("--columnar-features", type=int, default=10)
     q.add_argument("--ccn-features", type=int, default=16)

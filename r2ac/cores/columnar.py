@@ -1,5 +1,5 @@
 """Columnar, constructive and columnar-constructive (CCN) networks of 1-unit LSTM columns with exact RTRL
-(Javed, Shah, Sutton, White, seed 003; notes/ccn.md).
+(Javed, Shah, Sutton, White 2023; notes/ccn.md).
 
 A column q is an LSTM cell with one hidden unit: it sees the input x(t) (m values) and its own h(t-1)
 through one scalar per gate (gates i, f, o, g in that order):
@@ -138,7 +138,7 @@ def _transport(carried: Optional[List[Tensor]], inp: Tensor, keep: Tensor, rec: 
 # -- Columnar ------------------------------------------------------------------------------------
 
 class Columnar(RecurrentCore):
-    """``columnar``: ``hidden_size`` independent 1-unit LSTM columns (seed 003, Sec. 3.1), exact RTRL at
+    """``columnar``: ``hidden_size`` independent 1-unit LSTM columns (Javed et al. 2023, Sec. 3.1), exact RTRL at
     O(|theta|) per step. Output: the columns' h(t) [T, B, hidden_size]. Options: ``forget_bias`` (initial
     b_f of every column, default 1.0)."""
 
@@ -203,7 +203,7 @@ class _Stage(nn.Module):
 
 
 class CCN(RecurrentCore):
-    """``ccn``: columnar-constructive network (seed 003, Secs. 3.2-3.4). ``hidden_size`` features are learned
+    """``ccn``: columnar-constructive network (Javed et al. 2023, Secs. 3.2-3.4). ``hidden_size`` features are learned
     in ``hidden_size / columns_per_stage`` stages of ``columns_per_stage`` independent columns; a stage's
     columns see x and the normalised features of all earlier stages (at the same step t). Only the current
     stage learns. Earlier stages are frozen by masking: their weights enter the forward pass detached, so
@@ -368,7 +368,7 @@ class CCN(RecurrentCore):
 
 
 class Constructive(CCN):
-    """``constructive``: a CCN with one column per stage (seed 003, Sec. 3.2): features are learned one at a
+    """``constructive``: a CCN with one column per stage (Javed et al. 2023, Sec. 3.2): features are learned one at a
     time, each seeing x and all earlier (frozen, normalised) features. Options as ``ccn`` without
     ``columns_per_stage``."""
 

@@ -1,4 +1,4 @@
-"""The linear recurrent unit (LRU) with online learning, as in Zucchet et al. (seed 002), with exact RTRL
+"""The linear recurrent unit (LRU) with online learning, as in Zucchet et al. 2023, with exact RTRL
 inside every layer.
 
 One LRU layer (App. A.1, Eqs. 8-11), N complex units, H = input features:
@@ -22,7 +22,7 @@ As for every core here, the learner uses identity 1 (``rtrl_carry`` + one autogr
 end uses identity 2: the decay is the complex reverse cumulative product of lambda * keep(t)
 (``decay_weights``) and dh/dB is one batched matmul.
 
-``layers > 1``: the stack of seed 002 / S5, each block  z -> z + GLU(GELU(LRU(LayerNorm(z))))  with
+``layers > 1``: the stack of Zucchet et al. 2023 / S5, each block  z -> z + GLU(GELU(LRU(LayerNorm(z))))  with
 GLU(v) = (W_a v + b_a) * sigmoid(W_b v + b_b), all at width H = input_size; no dropout (RL), no
 encoder/decoder (the agent's stem and heads play those roles). Each layer carries its own exact traces.
 
@@ -170,7 +170,7 @@ class _LRULayer(nn.Module):
 
 
 class LRU(RecurrentCore):
-    """The (online) LRU of seed 002. ``hidden_size`` = N complex units per layer; ``output_size`` = H =
+    """The (online) LRU of Zucchet et al. 2023. ``hidden_size`` = N complex units per layer; ``output_size`` = H =
     ``input_size`` (y = Re[C h] + D x for one layer; the residual stream of the last block otherwise).
 
     Options:
@@ -178,7 +178,7 @@ class LRU(RecurrentCore):
     - ``layers``: 1 (default: one LRU layer, exact RTRL) or more (blocks LayerNorm -> LRU -> GELU -> GLU ->
       residual; with ``learning="rtrl"`` the lower layers learn from spatial errors, see the module doc).
     - ``r_min``, ``r_max``, ``max_phase``: lambda uniform (by area) in the ring [r_min, r_max] = [0.9,
-      0.999] with phase in (0, max_phase], max_phase = 2 pi (seed 002 / Orvieto et al.).
+      0.999] with phase in (0, max_phase], max_phase = 2 pi (Zucchet et al. 2023 / Orvieto et al.).
 
     State (per layer l, keys suffixed ``_l`` when ``layers > 1``): ``h`` [B, N, 2] (re, im); sensitivities
     ``dh_dnu_log``, ``dh_dtheta_log``, ``dh_dgamma_log`` [B, N, 2] and ``dh_dB`` [B, N, 2, H] (the complex

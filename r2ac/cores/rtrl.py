@@ -1,4 +1,5 @@
-"""The two RTRL identities (see DESIGN.md) as small, core-independent functions.
+"""The two RTRL identities as small, core-independent functions (docs/architecture.md, "Identity 1" and
+"Identity 2").
 
 Identity 1 (learner): for a segment starting from the carried state s(t0) and sensitivity
 S(t0) = d s(t0) / d theta, the exact, untruncated gradient of the segment's loss is

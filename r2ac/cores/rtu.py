@@ -1,4 +1,4 @@
-"""Recurrent Trace Units (RTU) of Elelimy et al. (seed 001, Eqs. 2, 4, 23-29) with exact RTRL.
+"""Recurrent Trace Units (RTU) of Elelimy et al. 2024 (Eqs. 2, 4, 23-29) with exact RTRL.
 
 Each of the n units holds two numbers (c1, c2) = the real and imaginary part of a complex number c:
 
@@ -74,7 +74,7 @@ VARIANTS = ("linear", "nonlinear")
 def ring_init(n: int, r_min: float, r_max: float, max_phase: float,
               generator: torch.Generator | None = None) -> Tuple[Tensor, Tensor]:
     """(nu_log, theta_log) for lambda drawn uniformly (by area) in the ring r_min <= |lambda| <= r_max with
-    phase in (0, max_phase] (Orvieto et al. 2023, as in seed 002)."""
+    phase in (0, max_phase] (Orvieto et al. 2023, as in Zucchet et al. 2023)."""
     u1 = torch.rand(n, generator=generator)
     u2 = torch.rand(n, generator=generator)
     r = torch.sqrt(u1 * (r_max ** 2 - r_min ** 2) + r_min ** 2).clamp_min(1e-6)  # r = 0 has no nu_log
@@ -127,7 +127,7 @@ def _mv2(A: Tensor, v: Tensor) -> Tensor:
 
 
 class RTU(RecurrentCore):
-    """Recurrent Trace Units (seed 001). ``hidden_size`` = number of units n; ``output_size`` = 2n.
+    """Recurrent Trace Units (Elelimy et al. 2024). ``hidden_size`` = number of units n; ``output_size`` = 2n.
 
     Options:
 

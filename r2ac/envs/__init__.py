@@ -13,7 +13,7 @@ Env ids::
     mujoco:<Env-vN>                  Gymnasium MuJoCo, e.g. mujoco:HalfCheetah-v5
     mujoco-p:<Env-vN> / mujoco-v:..  MuJoCo-P (velocities hidden) / MuJoCo-V (positions hidden)
     popgym:<Name>                    a POPGym memory task, e.g. popgym:RepeatPreviousEasy
-    (the last four kinds: r2ac.envs.continuous, seed 001's PPO agent)
+    (the last four kinds: r2ac.envs.continuous, the PPO agent of Elelimy et al. 2024)
 
 Every env follows the contract of ``r2ac.envs.base.VecEnv`` (same-step autoreset; ``info`` carries
 ``episode_return`` / ``episode_length`` where ``done``). Options and defaults: ``env_options(env_id)``
@@ -61,7 +61,7 @@ ENV_KINDS: dict[str, type[VecEnv]] = {
     "dmlab": DMLabVecEnv,
     "gym": GymVecEnv,
 }
-# Kinds of seed 001's PPO agent (continuous actions, masked MuJoCo, POPGym); kept apart from ENV_KINDS,
+# Kinds of the PPO agent of Elelimy et al. 2024 (continuous actions, masked MuJoCo, POPGym); kept apart from ENV_KINDS,
 # the discrete-action kinds every agent runs on. All take free-form options (passed to the env).
 POMDP_KINDS: dict[str, type[VecEnv]] = {
     "gymc": BoxGymVecEnv,

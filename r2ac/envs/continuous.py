@@ -1,4 +1,4 @@
-"""Continuous-action and partially observable env kinds of seed 001 (the PPO agent): Box actions, MuJoCo
+"""Continuous-action and partially observable env kinds of the PPO agent of Elelimy et al. 2024: Box actions, MuJoCo
 with positions or velocities hidden (MuJoCo-P / MuJoCo-V), and the POPGym memory tasks.
 
 Ids::
@@ -17,7 +17,7 @@ All of them follow the ``VecEnv`` contract (same-step autoreset) and add:
 - ``info["final_observation"]``: the last observation of an episode that ended at this step (zeros
   elsewhere), already masked, so a learner can bootstrap V(final observation) at a time-limit truncation.
 
-MuJoCo-P / MuJoCo-V masks (the split of the MuJoCo POMDP benchmark of Ni et al. 2022 used by seed 001:
+MuJoCo-P / MuJoCo-V masks (the split of the MuJoCo POMDP benchmark of Ni et al. 2022 used by Elelimy et al. 2024:
 -P keeps joint positions and angles, -V keeps joint velocities; everything that is neither, e.g. contact
 forces, is dropped in both: our choice). Indices into the default Gymnasium v5 observation, read from each env's
 ``_get_obs`` in gymnasium 1.x and checked against ``data.qpos`` / ``data.qvel`` in

@@ -1,7 +1,7 @@
 """DeepMind Lab adapter: ``dmlab:<level>``, tested against the real engine (``make dmlab``).
 
 Per env one ``deepmind_lab.Lab(level, ['RGB_INTERLEAVED'], config={'width': '96', 'height': '72'})``
-(seed 000 Table 4: 96x72 RGB, no frame stack); one agent step is ``lab.step(ACTION_SET[a],
+(Irie et al. 2024, Table 4: 96x72 RGB, no frame stack); one agent step is ``lab.step(ACTION_SET[a],
 num_steps=action_repeat)`` (action repeat 4; the reward is the sum over the repeated frames); the
 episode ends when ``lab.is_running()`` turns False and the env is then reset at once (same-step
 autoreset). Observation: ``RGB_INTERLEAVED`` (H, W, 3) -> (3, 72, 96) uint8. Env ``i`` draws its

@@ -1,4 +1,4 @@
-"""Seed 000 Sec. 4 in miniature: one vision stem pretrained with TBPTT, then the same frozen stem under
+"""Irie et al. 2024, Sec. 4, in miniature: one vision stem pretrained with TBPTT, then the same frozen stem under
 RTRL and under TBPTT (same M), on the built-in watermaze.
 
     python -m r2ac.experiments.pipeline_compare configs/memory/watermaze_pipeline.yaml --seeds 0 1 \

@@ -1,4 +1,4 @@
-"""Seed 001's control comparison in miniature: PPO with RTU trained by RTRL (stored per-step traces) vs GRU
+"""The control comparison of Elelimy et al. 2024 in miniature: PPO with RTU trained by RTRL (stored per-step traces) vs GRU
 and LSTM trained by TBPTT vs LRU trained by RTRL, with the same number of recurrent parameters, on POPGym
 memory tasks and MuJoCo-P.
 

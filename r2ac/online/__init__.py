@@ -1,5 +1,5 @@
 """Online learning with recurrent cores: supervised sequence learning (BPTT / truncated BPTT / RTRL in
-segments or fully online) and online TD(lambda) prediction with RTRL eligibility (seed 003 Algorithm 1).
+segments or fully online) and online TD(lambda) prediction with RTRL eligibility (Javed et al. 2023, Algorithm 1).
 
     from r2ac.online import build_model, SequenceLearner, TDLambda, run_stream
 """

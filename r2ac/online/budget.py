@@ -1,6 +1,6 @@
-"""Per-step compute estimates, for matching learners at an equal compute budget (seed 003 App. A.7).
+"""Per-step compute estimates, for matching learners at an equal compute budget (Javed et al. 2023, App. A.7).
 
-Convention of seed 003: count multiplications, additions, divisions and subtractions as one operation
+Convention of Javed et al. 2023: count multiplications, additions, divisions and subtractions as one operation
 each, but count a dot product of length m as m operations (one per weight); RTRL costs about 6 operations
 per recurrent parameter and step on top of the forward pass; T-BPTT with truncation k costs k + 1 forward
 passes. With x = input features, h = features (hidden units), k = truncation, u = features per stage:

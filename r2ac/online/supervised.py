@@ -16,16 +16,16 @@ mode                  core learning           gradient
 ``rtrl-online``       ``rtrl``                ``rtrl-segment`` with k = 1
 ``spatial``           ``tbptt``               ``tbptt`` with k = 1: every step's loss reaches only the same
                                               step's computation (h(t-1) is a constant): "spatial" /
-                                              instantaneous backprop (seed 002)
+                                              instantaneous backprop (Zucchet et al. 2023)
 ``truncated``         ``tbptt``               per step, the loss of step t backpropagated ``k`` steps back
                                               (a sliding window re-run from the detached state at t-k):
-                                              seed 002's "1-step truncated" is k = 1
+                                              Zucchet et al.'s "1-step truncated" is k = 1
 ====================  ======================  ==========================================================
 
 ``update``: ``"segment"`` (default) applies an optimizer step after every segment (every step for
 ``rtrl-online``/``spatial``/``truncated``) — online learning; the carried RTRL sensitivities then belong to
 older weights, the usual RTRL online approximation. ``"sequence"`` accumulates the segment gradients over
-the batch and applies one step at the end — only the gradient *estimate* differs between modes (seed 002's
+the batch and applies one step at the end — only the gradient *estimate* differs between modes (Zucchet et al.'s
 comparison). Loss normalisation: with ``update="sequence"`` each segment's summed loss is divided by the
 number of targets in the whole batch, so the accumulated gradient is that of the batch mean loss (the
 ``rtrl-segment`` / ``bptt`` identity); with ``update="segment"`` by the number of targets in the segment
@@ -131,7 +131,7 @@ def segments(T: int, k: int) -> Iterator[Tuple[int, int]]:
 class SequenceLearner:
     """Trains a ``SequenceModel`` on batches of sequences with one of ``MODES`` (see the module doc).
 
-    Defaults follow seed 000 B.1 where the papers state them: Adam, gradient-norm clipping at 1.0.
+    Defaults follow Irie et al. 2024, App. B.1 where the papers state them: Adam, gradient-norm clipping at 1.0.
     """
 
     def __init__(self, model: SequenceModel, mode: str, k: int = 1, lr: float = 1e-3, clip: Optional[float] = 1.0,
@@ -215,7 +215,7 @@ class SequenceLearner:
     def evaluate(self, batch) -> Dict[str, float]:
         """Loss and accuracies on a batch (full forward, no learning): ``loss`` (mean per target),
         ``acc`` (per target: symbol / bit / step), ``seq_acc`` (all targets of a sequence right) and, for
-        class targets, ``avg_logit_acc`` (logits averaged over each sequence's target steps, seed 002's
+        class targets, ``avg_logit_acc`` (logits averaged over each sequence's target steps, Zucchet et al.'s
         inference for ListOps) and ``last_acc`` (the prediction at each sequence's last target step)."""
         t = batch if isinstance(batch, Tensors) else to_tensors(batch, self._dtype())
         T, B = t.mask.shape

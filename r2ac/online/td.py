@@ -1,4 +1,4 @@
-"""Online TD(lambda) prediction with a recurrent core (seed 003, Algorithm 1).
+"""Online TD(lambda) prediction with a recurrent core (Javed et al. 2023, Algorithm 1).
 
 At every step the learner observes x(t) and the cumulant c(t) and predicts y(t) = w . h(t) + b with h(t)
 the core's output. With y = y(t-1), y' = y(t) (both under the current weights theta):

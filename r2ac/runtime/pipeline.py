@@ -1,5 +1,5 @@
 """Training entry points above the runtimes: dispatch by runtime kind, and the two-stage pipeline of
-seed 000 Sec. 4 — pretrain the whole agent with TBPTT, export its vision stem, then train with that stem
+Irie et al. 2024, Sec. 4 — pretrain the whole agent with TBPTT, export its vision stem, then train with that stem
 loaded and frozen (only the core and what follows it learn, with RTRL or TBPTT).
 
     r2ac pretrain CONFIG   ->  <run_dir>/ (a TBPTT run) + <run_dir>/stem.safetensors

@@ -1,12 +1,12 @@
 """Copy tasks (numpy, seeded).
 
-``copy_b1`` — the copy task of seed 000 (Irie et al., App. B.1). A sequence of length 2L: L binary symbols,
+``copy_b1`` — the copy task of Irie et al. 2024 (App. B.1). A sequence of length 2L: L binary symbols,
 then L '#' markers; during the '#' part the target is the stored pattern, symbol by symbol (target at step
 L + j = symbol j). Inputs are one-hot over {0, 1, #} (3 features, straight into the core as in the paper).
 ``min_length``..``max_length`` (= l) set the pattern lengths L; the paper trains on all total lengths
 2..2l, i.e. L uniform in 1..l (per sequence; shorter sequences are padded at the end).
 
-``copy_patterns`` — the copy task of seed 002 (Zucchet et al., Sec. 4.1): ``n_patterns`` (20) random
+``copy_patterns`` — the copy task of Zucchet et al. 2023 (Sec. 4.1): ``n_patterns`` (20) random
 ``bits``-bit (7) patterns, one per step, then ``delay`` (the paper's "padding", 7; we read it as blank
 steps before the recall) blank steps, then ``n_patterns`` recall steps on which an output-token channel
 is 1 and the target is the stored sequence of patterns (per-bit binary targets; the paper's training loss
@@ -22,7 +22,7 @@ from r2ac.tasks.sequence import SequenceBatch, as_rng
 
 
 def copy_b1(batch: int, max_length: int, rng=None, min_length: int = 1) -> SequenceBatch:
-    """Seed 000 B.1 copy task: patterns of length L ~ U{min_length..max_length}; T = 2 * max_length."""
+    """The copy task of Irie et al. 2024 (App. B.1): patterns of length L ~ U{min_length..max_length}; T = 2 * max_length."""
     if not 1 <= min_length <= max_length:
         raise ValueError(f"need 1 <= min_length <= max_length, got {min_length}, {max_length}")
     rng = as_rng(rng)
@@ -42,7 +42,7 @@ def copy_b1(batch: int, max_length: int, rng=None, min_length: int = 1) -> Seque
 
 
 def copy_patterns(batch: int, rng=None, n_patterns: int = 20, bits: int = 7, delay: int = 7) -> SequenceBatch:
-    """Seed 002 copy task: store ``n_patterns`` ``bits``-bit patterns, wait ``delay`` steps, recall them."""
+    """The copy task of Zucchet et al. 2023: store ``n_patterns`` ``bits``-bit patterns, wait ``delay`` steps, recall them."""
     if n_patterns < 1 or bits < 1 or delay < 0:
         raise ValueError("need n_patterns >= 1, bits >= 1, delay >= 0")
     rng = as_rng(rng)

@@ -131,7 +131,7 @@ def encode(tokens: Sequence[str]) -> np.ndarray:
 
 def listops_batch(batch: int, rng=None, **kw) -> SequenceBatch:
     """A batch of expressions, one-hot inputs [T, B, 15] (T = the longest in the batch), the label as the
-    target at every real step (seed 002 trains with a loss at every step and averages the logits over the
+    target at every real step (Zucchet et al. 2023 trains with a loss at every step and averages the logits over the
     sequence at inference); ``mask`` marks the real steps."""
     rng = as_rng(rng)
     exprs = [generate_expression(rng, **kw) for _ in range(batch)]

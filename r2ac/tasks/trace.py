@@ -1,8 +1,8 @@
-"""Trace conditioning and trace patterning streams (Rafiee et al. 2022, as set up in seeds 001 and 003).
+"""Trace conditioning and trace patterning streams (Rafiee et al. 2022, as set up in Elelimy et al. 2024 and Javed et al. 2023).
 
 A stream is one long sequence of observations x(t) and a cumulant c(t); the learner predicts the return
 
-    G(t) = sum_{k >= 0} gamma^k c(t + k + 1)          (seed 001 Eq. 45; seed 003 Eq. 1)
+    G(t) = sum_{k >= 0} gamma^k c(t + k + 1)          (Elelimy et al. 2024, Eq. 45; Javed et al. 2023, Eq. 1)
 
 with c = the US. Observation layout: ``[CS features..., US, distractors...]``.
 
@@ -10,10 +10,10 @@ Trials follow each other without a break. A trial: the CS is on for one step at 
 one step at s + ISI if the trial's CS predicts it; the next CS comes ITI steps after the (possibly absent)
 US, so a trial lasts ISI + ITI steps. ISI ~ U{24..36} and ITI ~ U{80..120} (integers, inclusive).
 
-- ``trace_patterning`` (seed 003 Sec. 4): 6 CS features; at a CS step exactly 3 of them are on, one of the
+- ``trace_patterning`` (Javed et al. 2023, Sec. 4): 6 CS features; at a CS step exactly 3 of them are on, one of the
   C(6,3) = 20 patterns, drawn uniformly per trial; 10 patterns (drawn once per stream seed) are followed by
   the US, the other 10 are not.
-- ``trace_conditioning`` (seed 001 App. E): one CS feature, always followed by the US.
+- ``trace_conditioning`` (Elelimy et al. 2024, App. E): one CS feature, always followed by the US.
 
 Distractors (5 features by default, "not predictive of the US"): each is an independent stream of one-step
 pulses with per-step probability ``distractor_rate`` (default 1/130, about one pulse per trial, like the CS).
@@ -104,7 +104,7 @@ def _stream(steps: int, rng, pattern_table: np.ndarray, us_patterns: np.ndarray,
 def trace_patterning(steps: int, rng=None, n_cs: int = 6, n_active: int = 3, n_us_patterns: Optional[int] = None,
                      isi: Tuple[int, int] = (24, 36), iti: Tuple[int, int] = (80, 120), n_distractors: int = 5,
                      distractor_rate: Optional[float] = None) -> TraceStream:
-    """Seed 003's trace patterning stream (defaults: 6 CS, 3 on, 20 patterns, 10 followed by the US)."""
+    """The trace patterning stream of Javed et al. 2023 (defaults: 6 CS, 3 on, 20 patterns, 10 followed by the US)."""
     rng = as_rng(rng)
     combos = list(combinations(range(n_cs), n_active))
     table = np.zeros((len(combos), n_cs), np.float32)
