@@ -29,6 +29,7 @@ bench-core: install
 	$(VENV)/bin/r2ac bench core
 
 lint: install
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/hadolint docker/*.Dockerfile
 
 clean:

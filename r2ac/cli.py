@@ -226,7 +226,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     for cmd, text in (("train", "train an agent from a YAML config"),
                       ("pretrain", "train with TBPTT and export the vision stem to <run_dir>/stem.safetensors "
                                    "(pipeline.pretrain_steps/pretrain_unroll_length apply when set)"),
-                      ("pipeline", "TBPTT stem pretraining, then training with the stem frozen (Irie et al. 2024, Sec. 4)")):
+                      ("pipeline", "TBPTT stem pretraining, then training with the stem frozen (Irie et al. 2024, "
+                                   "Sec. 4)")):
         p = sub.add_parser(cmd, help=text, description=text)
         p.add_argument("config", nargs="?", help="YAML config or a shipped config's name, e.g. quickstart")
         p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. learner.unroll_length=50")
@@ -250,8 +251,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="env and action seed (default 12345)")
     p.add_argument("--num-envs", type=int, default=None, help="envs stepped together (default: eval.num_envs, "
                                                               "else env.num_envs)")
-    p.add_argument("--video", action="store_true", help="record one episode to RUN_DIR/videos/ (GIF, and MP4 with PyAV: "
-                                                          "pip install r2ac[video])")
+    p.add_argument("--video", action="store_true",
+                   help="record one episode to RUN_DIR/videos/ (GIF, and MP4 with PyAV: pip install r2ac[video])")
     p = sub.add_parser("sweep", help="train a config over seeds and a grid of values (Ray tasks, or --local)",
                        description="Train CONFIG for every combination of --seeds and the grid values "
                                    "('key=[a, b]'; a plain key=value applies to every run), each run in its own "

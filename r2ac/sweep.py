@@ -149,7 +149,8 @@ def _parse_grid(items: Sequence[str]) -> Tuple[List[str], List[Tuple[str, List[s
         text = raw.strip()
         if not text.startswith("["):
             if key in RESERVED_KEYS:
-                errors.append(f"{item!r}: the sweep sets {key} for each run" + (" (use --seeds)" if key == "seed" else ""))
+                errors.append(f"{item!r}: the sweep sets {key} for each run"
+                              + (" (use --seeds)" if key == "seed" else ""))
             else:
                 fixed.append(item)
             continue
@@ -166,7 +167,8 @@ def _parse_grid(items: Sequence[str]) -> Tuple[List[str], List[Tuple[str, List[s
             fixed.append(item)  # a list-valued key set to one list (sweep it with a list of lists)
             continue
         if key in RESERVED_KEYS:
-            errors.append(f"grid {item!r}: the sweep sets {key} for each run" + (" (use --seeds)" if key == "seed" else ""))
+            errors.append(f"grid {item!r}: the sweep sets {key} for each run"
+                          + (" (use --seeds)" if key == "seed" else ""))
             continue
         if not values:
             errors.append(f"grid {item!r}: no values")

@@ -112,7 +112,8 @@ def test_learners_train_and_report(optimizer):
 def test_a2c_config_is_checked(tmp_path):
     from r2ac.runtime.pipeline import run_training
 
-    for bad, needle in ((["runtime.kind=ray"], "runtime.kind=local"), (["learner.batch_size=4"], "learner.batch_size=32"),
+    for bad, needle in ((["runtime.kind=ray"], "runtime.kind=local"),
+                        (["learner.batch_size=4"], "learner.batch_size=32"),
                         (["runtime.num_actors=2"], "num_actors=1")):
         cfg = load_config("configs/quickstart.yaml", ["algo=a2c", f"run_dir={tmp_path}"] + bad)
         with pytest.raises(ConfigError, match=needle):

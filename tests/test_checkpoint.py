@@ -10,7 +10,6 @@ from r2ac.checkpoint import (
     CheckpointError,
     capture_rng_state,
     latest_checkpoint,
-    list_checkpoints,
     load_checkpoint,
     load_latest_checkpoint,
     restore_rng_state,

@@ -21,8 +21,8 @@ def test_train_dispatches_ppo(tmp_path, capsys):
 
 
 def test_impala_refuses_continuous_actions(tmp_path, capsys):
-    code = main(["train", "configs/quickstart.yaml", f"run_dir={tmp_path}", "env.id=gymc:Pendulum-v1", "env.options=null",
-                 "model.stem=mlp", "total_steps=100", "logger.progress_bar=false"])
+    code = main(["train", "configs/quickstart.yaml", f"run_dir={tmp_path}", "env.id=gymc:Pendulum-v1",
+                 "env.options=null", "model.stem=mlp", "total_steps=100", "logger.progress_bar=false"])
     assert code == 2
     assert "continuous actions" in capsys.readouterr().err
 

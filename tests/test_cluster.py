@@ -241,7 +241,8 @@ def test_compose_runs_a_training_to_the_end(podman, image):
         # podman-compose 1.0.3 exits 0 even when a container fails to start: look at their states.
         states = run(["podman", "ps", "-a", "--filter", f"label=io.podman.compose.project={project}", "--format",
                       "{{.Names}} {{.State}}"], env, timeout=60, what="podman ps").stdout
-        assert "created" not in states.lower(), f"containers did not start:\n{states}\n{(up.stdout + up.stderr)[-2000:]}"
+        assert "created" not in states.lower(), \
+            f"containers did not start:\n{states}\n{(up.stdout + up.stderr)[-2000:]}"
         trainer = f"{project}_trainer_1"
         out = run(["podman", "wait", trainer], env, timeout=900, what="the trainer")
         TIMINGS["compose_up_to_trainer_exit_s"] = time.time() - t0
@@ -371,7 +372,8 @@ class Cluster:
             if len(re.findall(r"^\s*1 node_", active, re.M)) >= n:
                 return
             time.sleep(2)
-        pytest.fail(f"the cluster did not reach {n} nodes in {timeout:.0f} s:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+        pytest.fail(f"the cluster did not reach {n} nodes in {timeout:.0f} s:\n"
+                    f"{out.stdout[-2000:]}{out.stderr[-2000:]}")
 
     def ray_cli(self, *args: str, token: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
         ray = str(Path(sys.executable).parent / "ray")
@@ -515,8 +517,10 @@ def test_two_node_job_survives_losing_its_worker_node_and_resumes(cluster):
     assert status == "SUCCEEDED", logs[-4000:]
     events = (host_dir / "events.log").read_text()
     summary = json.loads((host_dir / "summary.json").read_text())
+    keys = ("step", "actor_nodes", "node_hosts", "actor_failures", "lost_rollouts")
     where = (f"node2 killed {t_kill - t0:.0f} s after submit with {rows_at_kill} metrics rows, job then "
-             f"{status_at_kill}; summary {json.dumps({k: summary.get(k) for k in ('step', 'actor_nodes', 'node_hosts', 'actor_failures', 'lost_rollouts')})}; "
+             f"{status_at_kill}; summary "
+             f"{json.dumps({k: summary.get(k) for k in keys})}; "
              f"events:\n{events[-3000:]}")
     say(where.split(";")[0])
     assert re.search(rf"\[train\] step [\d,]+/{JOB_STEPS:,} .* frames/s", logs), logs[-3000:]  # progress in job logs

@@ -26,7 +26,8 @@ def test_config_loads(path):
     parse_env_id(cfg.env.id)
 
 
-@pytest.mark.parametrize("path", [f for f in FILES if f.split("configs/")[1].split("/")[0] in ("atari", "dmlab", "procgen")])
+@pytest.mark.parametrize("path", [f for f in FILES
+                                  if f.split("configs/")[1].split("/")[0] in ("atari", "dmlab", "procgen")])
 def test_paper_configs_keep_the_papers_optimiser(path):
     """The schema's learner defaults are the small-CPU-run settings (Adam); the paper's configs state seed
     000's Table 4 optimiser (RMSprop, alpha 0.99, momentum 0; lr 6e-4 and entropy 0.01 unless a quick config

@@ -271,7 +271,8 @@ def test_ccn_normalisation_is_eq11():
     y, _ = core(x, core.initial_state(1), reset)
     with torch.no_grad():
         ref_core = Columnar(D, 2)
-        ref_core.load_state_dict({k.split(".", 2)[2]: v for k, v in core.state_dict().items() if k.startswith("stages.0")})
+        ref_core.load_state_dict({k.split(".", 2)[2]: v for k, v in core.state_dict().items()
+                                  if k.startswith("stages.0")})
         h, _ = ref_core(x, ref_core.initial_state(1), reset)
     mu, var = torch.zeros(2), torch.ones(2)
     for t in range(30):

@@ -29,15 +29,8 @@ def _fwp(learning="rtrl", seed=0, **kw):
     return FastWeights(D, N, learning=learning, **kw)
 
 
-@pytest.mark.parametrize("seg", [1, 7, 50])
-@pytest.mark.parametrize("chunk", [128, 16])
-def test_fwp_rtrl_segments_equal_full_bptt(seg, chunk):
-    x, reset, w = _data()
-    core = _fwp(chunk_size=chunk)
-    full = _segment_grads(core, x, reset, w, T)
-    got = _segment_grads(core, x, reset, w, seg)
-    for name in ("K", "V", "Q"):
-        assert _rel_err(got[name], full[name]) < 1e-9, name
+# RTRL against full-sequence BPTT (default chunks of 128 and chunks of 16): tests/test_cores.py
+# (test_rtrl_gradient_equals_full_bptt).
 
 
 def test_fwp_tbptt_is_truncated_and_one_segment_is_bptt():

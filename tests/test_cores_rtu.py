@@ -32,25 +32,8 @@ def _rtu(learning, variant="linear", seed=0, **kw):
 
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("seg", [1, 7, 50])
-def test_rtu_rtrl_segments_equal_full_bptt(variant, seg):
-    x, reset, w = _data()
-    core = _rtu("rtrl", variant)
-    full = _segment_grads(core, x, reset, w, T)  # one segment of 200 = full-sequence BPTT
-    got = _segment_grads(core, x, reset, w, seg)
-    for name in full:
-        assert _rel_err(got[name], full[name]) < 1e-9, name
-
-
-@pytest.mark.parametrize("activation", ["tanh", "gelu", "sigmoid", "identity"])
-def test_rtu_nonlinear_other_activations_exact(activation):
-    x, reset, w = _data(seed=4)
-    core = _rtu("rtrl", "nonlinear", activation=activation)
-    full = _segment_grads(core, x, reset, w, T)
-    got = _segment_grads(core, x, reset, w, 7)
-    for name in full:
-        assert _rel_err(got[name], full[name]) < 1e-9, name
+# RTRL against full-sequence BPTT, both variants and every activation: tests/test_cores.py
+# (test_rtrl_gradient_equals_full_bptt).
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -716,7 +716,8 @@ def test_a_wrong_or_missing_token_is_one_line_naming_the_token(ray_runtime, monk
 # --------------------------------------------------------------------------- docker/preflight.py (before compose up)
 
 
-def _preflight(tmp_path: Path, env_file_text: str | None, engine: bool = True, **env: str) -> subprocess.CompletedProcess:
+def _preflight(tmp_path: Path, env_file_text: str | None, engine: bool = True,
+               **env: str) -> subprocess.CompletedProcess:
     fake = tmp_path / "fakebin"  # a PATH with podman-compose (a stand-in) or no engine at all
     shutil.rmtree(fake, ignore_errors=True)
     fake.mkdir()

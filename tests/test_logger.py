@@ -8,7 +8,6 @@ import sys
 
 import pytest
 
-from r2ac import logger as LG
 from r2ac.logger import (
     Progress,
     RunLogger,

@@ -2,9 +2,7 @@
 
 import csv
 import json
-import os
 
-import pytest
 import torch
 
 from r2ac.agent.stem_io import read_stem_file

@@ -211,7 +211,8 @@ def test_gae_with_time_limit_bootstrap_matches_direct_sum():
     g, lam = 0.9, 0.8
     T, Bn = 7, 2
     gen = torch.Generator().manual_seed(0)
-    r, v = torch.randn(T, Bn, generator=gen, dtype=torch.float64), torch.randn(T, Bn, generator=gen, dtype=torch.float64)
+    r = torch.randn(T, Bn, generator=gen, dtype=torch.float64)
+    v = torch.randn(T, Bn, generator=gen, dtype=torch.float64)
     done = torch.zeros(T, Bn, dtype=torch.bool)
     trunc = torch.zeros(T, Bn, dtype=torch.bool)
     done[2, 0] = True                     # terminated
@@ -219,9 +220,10 @@ def test_gae_with_time_limit_bootstrap_matches_direct_sum():
     fv = torch.zeros(T, Bn, dtype=torch.float64)
     fv[4, 1] = 2.5
     boot = torch.tensor([0.3, -0.7], dtype=torch.float64)
-    ro = Rollout(x=torch.zeros(T, Bn, 1), reset=torch.zeros(T, Bn, dtype=torch.bool), states={}, action=torch.zeros(T, Bn),
-                 log_prob=torch.zeros(T, Bn), value=v, reward=r, done=done, truncated=trunc, final_x=torch.zeros(T, Bn, 1),
-                 final_value=fv, next_x=torch.zeros(Bn, 1), next_reset=torch.zeros(Bn, dtype=torch.bool), final_state={},
+    ro = Rollout(x=torch.zeros(T, Bn, 1), reset=torch.zeros(T, Bn, dtype=torch.bool), states={},
+                 action=torch.zeros(T, Bn), log_prob=torch.zeros(T, Bn), value=v, reward=r, done=done, truncated=trunc,
+                 final_x=torch.zeros(T, Bn, 1), final_value=fv, next_x=torch.zeros(Bn, 1),
+                 next_reset=torch.zeros(Bn, dtype=torch.bool), final_state={},
                  bootstrap_value=boot)
     compute_advantages(ro, g, lam)
     for b in range(Bn):

@@ -1,9 +1,9 @@
 """The Ray runtime on a real local Ray instance: training end to end, resume, back-pressure, versioned
 weight broadcast, metrics, and how the driver finds (or starts) its cluster.
 
-One Ray instance serves this module and tests/test_runtime_faults.py (the session fixture ``ray_local``);
-it offers the custom resource ``learner`` like the compose and cluster configs, so the learner process
-is placed with it for real.
+One Ray instance serves this module and tests/test_runtime_faults.py (the session fixture ``ray_local`` of
+tests/conftest.py); it offers the custom resource ``learner`` like the compose and cluster configs, so the
+learner process is placed with it for real.
 """
 
 import csv
@@ -17,26 +17,6 @@ ray = pytest.importorskip("ray")
 from r2ac.config import config_to_dict, load_config  # noqa: E402
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-@pytest.fixture(scope="session")
-def ray_local():
-    """A local Ray instance for the whole session; its workers can import modules of tests/ (test envs).
-    Yields the GCS address (for drivers in subprocesses)."""
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = TESTS_DIR + (os.pathsep + old if old else "")  # inherited by raylet -> workers
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=4, resources={"learner": 1}, include_dashboard=False, log_to_driver=False)
-    try:
-        yield ray.get_runtime_context().gcs_address
-    finally:
-        if started:
-            ray.shutdown()
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
 
 
 def tiny_cfg(tmp_path, *extra):

@@ -19,7 +19,7 @@ import torch
 
 ray = pytest.importorskip("ray")
 
-from test_ray_runtime import ray_local, read_rows, tiny_cfg  # noqa: E402,F401  (session fixture, helpers)
+from test_ray_runtime import read_rows, tiny_cfg  # noqa: E402
 
 from r2ac.checkpoint import load_latest_checkpoint  # noqa: E402
 from r2ac.runtime import RunAborted  # noqa: E402

@@ -303,7 +303,8 @@ def cmd_report(a) -> int:
              "last 10 % | test return (episodes) | random policy | untrained net |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in summary_rows:
-        test = "-" if r["test_return"] == "" else f"{r['test_return']:.2f} +- {r['test_sem']:.2f} ({r['test_episodes']})"
+        test = ("-" if r["test_return"] == "" else
+                f"{r['test_return']:.2f} +- {r['test_sem']:.2f} ({r['test_episodes']})")
         lines.append(f"| {r['panel']} | {r['label']} | {r['status']} | {r['steps']:,} ({r['frames']:,}) | "
                      f"{r['wall_min']:.1f} | {r['steps_per_s']:.0f} | {r['load_avg_mean'] or '-'} | "
                      f"{r['train_return_first10']:.2f} / "

@@ -9,7 +9,8 @@ Categorical over logits l [..., A]:
 
 Diagonal Gaussian with mean mu [..., A] and log-std s [A]:
 
-    log pi(a) = sum_i ( -(a_i - mu_i)^2 / (2 exp(2 s_i)) - s_i - log(2 pi) / 2 ),   H = sum_i ( 1/2 + log(2 pi) / 2 + s_i )
+    log pi(a) = sum_i ( -(a_i - mu_i)^2 / (2 exp(2 s_i)) - s_i - log(2 pi) / 2 )
+    H         = sum_i ( 1/2 + log(2 pi) / 2 + s_i )
 """
 
 from __future__ import annotations

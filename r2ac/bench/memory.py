@@ -175,11 +175,15 @@ def summarize(runs: List[Dict], threshold: float) -> List[Dict]:
     for r in runs:
         groups.setdefault((r["task"], r["span"], r["method"]), []).append(r)
     out = []
+
+    def med(k, rows):
+        return statistics.median(r[k] for r in rows) if rows else math.nan
+
     for (task, span, method), rs in groups.items():
         solved = [r for r in rs if not math.isnan(r.get("solved_s", math.nan))]
-        med = (lambda k, rows: statistics.median(r[k] for r in rows) if rows else math.nan)
         ok = [r for r in rs if not math.isnan(r.get("best", math.nan))]
-        out.append({"task": task, "span": span, "method": method, "seeds": len(rs), "solved": f"{len(solved)}/{len(rs)}",
+        out.append({"task": task, "span": span, "method": method, "seeds": len(rs),
+                    "solved": f"{len(solved)}/{len(rs)}",
                     "median_solved_min": med("solved_s", solved) / 60 if solved else math.nan,
                     "max_solved_min": max(r["solved_s"] for r in solved) / 60 if solved else math.nan,
                     "median_solved_Msteps": med("solved_steps", solved) / 1e6 if solved else math.nan,
@@ -270,7 +274,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--out", default="bench_out/memory")
     p.add_argument("--report", action="store_true",
                    help="train nothing: table, CSVs and plot from the finished runs of the selection under --out")
-    p.add_argument("overrides", nargs="*", help="key=value overrides applied to every run (e.g. learner.learning_rate=3e-3)")
+    p.add_argument("overrides", nargs="*",
+                   help="key=value overrides applied to every run (e.g. learner.learning_rate=3e-3)")
     args = p.parse_args(argv)
     tasks = list(TASKS) if args.tasks == "all" else [t.strip() for t in args.tasks.split(",") if t.strip()]
     methods = list(METHODS) if args.methods == "all" else [m.strip() for m in args.methods.split(",") if m.strip()]

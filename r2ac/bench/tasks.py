@@ -6,7 +6,8 @@ at CPU scale. Each subcommand prints a table and writes ``tasks_<name>.csv`` and
     r2ac bench tasks copy-lru  Zucchet et al. 2023, Table 1: 4-layer LRU on the 20x7-bit copy task, gradient from
                                spatial backprop / 1-step truncated BPTT / the online rule / BPTT
     r2ac bench tasks listops   ListOps (generated locally), short run: rtrl-online vs bptt
-    r2ac bench tasks trace     online TD(lambda) on trace conditioning / patterning (Elelimy et al. 2024, Javed et al. 2023):
+    r2ac bench tasks trace     online TD(lambda) on trace conditioning / patterning (Elelimy et al. 2024,
+                               Javed et al. 2023):
                                columnar, ccn, rtu, elstm (RTRL) and lstm (T-BPTT) at a matched compute
                                budget per step (r2ac.online.budget)
 
@@ -339,7 +340,8 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--steps", type=int, default=40_000, help="stream length (papers: 2 M / 10 M)")
     q.add_argument("--cores", nargs="+", default=["columnar", "ccn", "rtu", "elstm", "lstm"])
     q.add_argument("--budget", type=float, default=4400,
-                   help="operations per step for the sizes of elstm/rtu (Javed et al. 2023: ~4000; its LSTM 4:15 = 4352)")
+                   help="operations per step for the sizes of elstm/rtu (Javed et al. 2023: ~4000; its LSTM 4:15 = "
+                        "4352)")
     q.add_argument("--lr", type=float, nargs="+", default=[1e-3],
                    help="Adam step size(s); with several, each learner keeps its best by MSRE (as the papers)")
     q.add_argument("--gamma", type=float, default=0.9)

@@ -245,7 +245,8 @@ class CCN(RecurrentCore):
         super().__init__(input_size, hidden_size, learning)
         if not isinstance(columns_per_stage, int) or columns_per_stage <= 0 or hidden_size % columns_per_stage:
             raise ValueError(
-                f"columns_per_stage must be a positive int dividing hidden_size={hidden_size}, got {columns_per_stage!r}"
+                f"columns_per_stage must be a positive int dividing hidden_size={hidden_size}, "
+                f"got {columns_per_stage!r}"
             )
         if steps_per_stage is not None and (not isinstance(steps_per_stage, int) or steps_per_stage <= 0):
             raise ValueError(f"steps_per_stage must be a positive int or None, got {steps_per_stage!r}")

@@ -76,7 +76,8 @@ _PREFIX_KINDS = ("atari", "procgen", "dmlab", "gym") + tuple(POMDP_KINDS)
 _FREE_OPTION_KINDS = ("gym",) + tuple(POMDP_KINDS)
 
 _ALLOWED_IDS = (
-    "'tmaze', 'watermaze', 'cue', 'copy', 'atari:<Game>' (e.g. atari:Breakout), 'procgen:<game>' (e.g. procgen:chaser), "
+    "'tmaze', 'watermaze', 'cue', 'copy', 'atari:<Game>' (e.g. atari:Breakout), "
+    "'procgen:<game>' (e.g. procgen:chaser), "
     "'dmlab:<level>' (e.g. dmlab:rooms_watermaze), 'gym:<gymnasium id>' (e.g. gym:CartPole-v1), "
     "'gym:<module>:<Id>' or '<module>:<Id>'; with continuous actions (PPO): 'gymc:<id>', "
     "'mujoco:<Env-vN>', 'mujoco-p:<Env-vN>' (e.g. mujoco-p:HalfCheetah-v5), 'mujoco-v:<Env-vN>', "

@@ -22,7 +22,6 @@ distractors) and the copy task as an RL problem. Numpy-vectorised like ``r2ac.en
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 

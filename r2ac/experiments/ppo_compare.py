@@ -1,5 +1,5 @@
-"""The control comparison of Elelimy et al. 2024 in miniature: PPO with RTU trained by RTRL (stored per-step traces) vs GRU
-and LSTM trained by TBPTT vs LRU trained by RTRL, with the same number of recurrent parameters, on POPGym
+"""The control comparison of Elelimy et al. 2024 in miniature: PPO with RTU trained by RTRL (stored per-step
+traces) vs GRU and LSTM trained by TBPTT vs LRU trained by RTRL, with the same number of recurrent parameters, on POPGym
 memory tasks and MuJoCo-P.
 
     python -m r2ac.experiments.ppo_compare --tasks popgym:RepeatFirstEasy popgym:RepeatPreviousEasy \\
@@ -199,7 +199,8 @@ def report(args, sizes) -> None:
                 cells.append(f"{v.mean():.3f} ± {se:.3f} (n={len(v)})" if len(v) > 1 else f"{v.mean():.3f} (n=1)")
         lines.append(f"| {t} | " + " | ".join(cells) + " |")
     write_results_md(args.out, lines,
-                     preamble=f"Mean episode return over the last 20% of {args.steps} steps; mean ± s.e. over seeds.\n\n")
+                     preamble=f"Mean episode return over the last 20% of {args.steps} steps; mean ± s.e. over "
+                              "seeds.\n\n")
     plot(args)
 
 

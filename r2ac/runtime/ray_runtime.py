@@ -328,7 +328,8 @@ class LearnerProcess:
                 "actor_nodes": {str(i): list(v) for i, v in sorted(self.actor_nodes.items())},
                 "node_hosts": dict(self.node_hosts)}
 
-    def _row_extra(self, session: TrainingSession, pending: Dict, alive: List[bool], rollout_rates: List[float]) -> Dict:
+    def _row_extra(self, session: TrainingSession, pending: Dict, alive: List[bool],
+                   rollout_rates: List[float]) -> Dict:
         dt = max(time.time() - session.last_log_time, 1e-9)
         extra = {"actor_failures": session.counters["actor_failures"],
                  "lost_rollouts": session.counters["lost_rollouts"],

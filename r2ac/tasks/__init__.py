@@ -2,8 +2,8 @@
 
 - ``copy_b1``, ``copy_patterns``: the copy tasks of Irie et al. 2024 (App. B.1) and Zucchet et al. 2023 (Sec. 4.1);
 - ``listops_batch``, ``generate_expression``, ``evaluate``: ListOps (LRA grammar), generated locally;
-- ``trace_conditioning``, ``trace_patterning``: prediction streams (x(t), cumulant(t)) of Elelimy et al. 2024 and Javed et al. 2023,
-  with ``discounted_return`` for the true return.
+- ``trace_conditioning``, ``trace_patterning``: prediction streams (x(t), cumulant(t)) of Elelimy et al. 2024
+  and Javed et al. 2023, with ``discounted_return`` for the true return.
 
 Supervised tasks return a time-major ``SequenceBatch`` (see ``r2ac.tasks.sequence``).
 """

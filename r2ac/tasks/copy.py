@@ -22,7 +22,8 @@ from r2ac.tasks.sequence import SequenceBatch, as_rng
 
 
 def copy_b1(batch: int, max_length: int, rng=None, min_length: int = 1) -> SequenceBatch:
-    """The copy task of Irie et al. 2024 (App. B.1): patterns of length L ~ U{min_length..max_length}; T = 2 * max_length."""
+    """The copy task of Irie et al. 2024 (App. B.1): patterns of length L ~ U{min_length..max_length};
+    T = 2 * max_length."""
     if not 1 <= min_length <= max_length:
         raise ValueError(f"need 1 <= min_length <= max_length, got {min_length}, {max_length}")
     rng = as_rng(rng)
@@ -42,7 +43,8 @@ def copy_b1(batch: int, max_length: int, rng=None, min_length: int = 1) -> Seque
 
 
 def copy_patterns(batch: int, rng=None, n_patterns: int = 20, bits: int = 7, delay: int = 7) -> SequenceBatch:
-    """The copy task of Zucchet et al. 2023: store ``n_patterns`` ``bits``-bit patterns, wait ``delay`` steps, recall them."""
+    """The copy task of Zucchet et al. 2023: store ``n_patterns`` ``bits``-bit patterns, wait ``delay`` steps,
+    recall them."""
     if n_patterns < 1 or bits < 1 or delay < 0:
         raise ValueError("need n_patterns >= 1, bits >= 1, delay >= 0")
     rng = as_rng(rng)

@@ -1,4 +1,5 @@
-"""Trace conditioning and trace patterning streams (Rafiee et al. 2022, as set up in Elelimy et al. 2024 and Javed et al. 2023).
+"""Trace conditioning and trace patterning streams (Rafiee et al. 2022, as set up in Elelimy et al. 2024 and
+Javed et al. 2023).
 
 A stream is one long sequence of observations x(t) and a cumulant c(t); the learner predicts the return
 
