@@ -21,7 +21,7 @@ MuJoCo-P / MuJoCo-V masks (the split of the MuJoCo POMDP benchmark of Ni et al. 
 -P keeps joint positions and angles, -V keeps joint velocities; everything that is neither, e.g. contact
 forces, is dropped in both: our choice). Indices into the default Gymnasium v5 observation, read from each env's
 ``_get_obs`` in gymnasium 1.x and checked against ``data.qpos`` / ``data.qvel`` in
-``tests/test_envs_continuous.py``:
+``tests/envs/test_continuous.py``:
 
     env                     obs  positions (-P)                    velocities (-V)   dropped
     HalfCheetah-v5          17   0-7   qpos[1:]                    8-16  qvel        -

@@ -29,7 +29,7 @@ def _fwp(learning="rtrl", seed=0, **kw):
     return FastWeights(D, N, learning=learning, **kw)
 
 
-# RTRL against full-sequence BPTT (default chunks of 128 and chunks of 16): tests/test_cores.py
+# RTRL against full-sequence BPTT (default chunks of 128 and chunks of 16): tests/cores/test_cores.py
 # (test_rtrl_gradient_equals_full_bptt).
 
 

@@ -1,7 +1,7 @@
-"""The DeepMind Lab adapter against a fake ``deepmind_lab`` module (tests/dmlab_fake.py, the documented
+"""The DeepMind Lab adapter against a fake ``deepmind_lab`` module (tests/envs/dmlab_fake.py, the documented
 API): runs everywhere, with or without the engine. In-process (``process=False``) the fake's Lab objects
 are inspected directly; with worker processes (the default) the fake is loaded in the workers through
-``R2AC_DMLAB_MODULE``. The real engine: tests/test_envs_dmlab.py."""
+``R2AC_DMLAB_MODULE``. The real engine: tests/envs/test_dmlab.py."""
 
 import os
 import sys
@@ -29,7 +29,7 @@ def fake_dmlab(monkeypatch):
 
 @pytest.fixture
 def fake_dmlab_workers(monkeypatch):
-    """Worker processes import tests/dmlab_fake.py instead of deepmind_lab."""
+    """Worker processes import tests/envs/dmlab_fake.py instead of deepmind_lab."""
     monkeypatch.setenv("R2AC_DMLAB_MODULE", "dmlab_fake")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([TESTS_DIR, os.environ.get("PYTHONPATH", "")]))
 

@@ -1,6 +1,6 @@
 """The DeepMind Lab adapter against the real engine (``make dmlab``; CI installs the wheel from
 ../shared/wheels when it exists). Without the ``deepmind_lab`` module every test here skips and says how
-to install it. The fake-module tests (always run): tests/test_envs_dmlab_fake.py."""
+to install it. The fake-module tests (always run): tests/envs/test_dmlab_fake.py."""
 
 import importlib.util
 import os

@@ -1,9 +1,9 @@
 """The Ray runtime on a real local Ray instance: training end to end, resume, back-pressure, versioned
 weight broadcast, metrics, and how the driver finds (or starts) its cluster.
 
-One Ray instance serves this module and tests/test_runtime_faults.py (the session fixture ``ray_local`` of
-tests/conftest.py); it offers the custom resource ``learner`` like the compose and cluster configs, so the
-learner process is placed with it for real.
+One Ray instance serves this module and tests/runtime/test_runtime_faults.py (the session fixture
+``ray_local`` of tests/runtime/conftest.py); it offers the custom resource ``learner`` like the compose and
+cluster configs, so the learner process is placed with it for real.
 """
 
 import csv
@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray")
 
 from r2ac.config import config_to_dict, load_config  # noqa: E402
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def tiny_cfg(tmp_path, *extra):
@@ -143,7 +143,7 @@ def test_cli_dispatches_runtime_kind_ray_with_address(monkeypatch, tmp_path, cap
     from r2ac.cli import main
 
     spec = importlib.util.spec_from_file_location("job_entry_for_ray_test",
-                                                  os.path.join(TESTS_DIR, "..", "deploy", "job_entry.py"))
+                                                  os.path.join(REPO, "deploy", "job_entry.py"))
     job_entry = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(job_entry)
     build_argv = job_entry.build_argv

@@ -32,7 +32,7 @@ def _rtu(learning, variant="linear", seed=0, **kw):
 
 
 
-# RTRL against full-sequence BPTT, both variants and every activation: tests/test_cores.py
+# RTRL against full-sequence BPTT, both variants and every activation: tests/cores/test_cores.py
 # (test_rtrl_gradient_equals_full_bptt).
 
 

@@ -1,7 +1,7 @@
 """r2ac.envs: the vector-env contract, the built-in memory tasks, the gym path, errors.
 
 Atari (real ale-py), ProcGen (real procgen) and DMLab (against a fake module) are in
-tests/test_envs_external.py.
+tests/envs/test_external.py.
 """
 
 import gymnasium

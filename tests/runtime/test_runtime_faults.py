@@ -1,9 +1,9 @@
-"""Faults of the Ray runtime, each on a real local Ray instance (shared with tests/test_ray_runtime.py):
+"""Faults of the Ray runtime, each on a real local Ray instance (shared with tests/runtime/test_ray_runtime.py):
 an actor process killed, an env that raises, malformed trajectories, non-finite losses, and the whole
 training job killed then resumed.
 
-The faulty env and worker below live in this module; Ray's worker processes import it from tests/
-(the ``ray_local`` fixture puts tests/ on their PYTHONPATH): env id ``gym:test_runtime_faults:FaultyEnv``.
+The faulty env and worker below live in this module; Ray's worker processes import it from tests/runtime
+(the ``ray_local`` fixture puts it on their PYTHONPATH): env id ``gym:test_runtime_faults:FaultyEnv``.
 """
 
 import os
@@ -202,7 +202,7 @@ def test_killed_training_job_resumes_from_its_last_checkpoint(ray_local, tmp_pat
             "env.num_envs=4", "env.options={corridor_length: 4}", "learner.unroll_length=5",
             "learner.batch_size=8", "model.hidden_size=8", "model.stem_fc=8", "logger.tensorboard=false",
             "logger.progress_bar=false", "checkpoint.interval_s=0.3", "logger.log_interval_s=0.1"]
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     proc = subprocess.Popen([sys.executable, "-m", "r2ac.cli", *args, "--address", ray_local], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:

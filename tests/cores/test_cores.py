@@ -263,7 +263,7 @@ EXACT_VARIANTS = [("rtu", {"variant": "nonlinear", "activation": a}) for a in ("
 EXACT_VARIANTS += [("fwp", {"chunk_size": 16})]
 EXACT = [(n, {}) for n in sorted(CORES) if CORES[n].supports_rtrl and CORES[n].exact_rtrl] + EXACT_VARIANTS
 # The multi-layer LRU learns by the online rule of Zucchet et al. 2023 (exact inside a layer, spatial between
-# layers): tests/test_cores_lru.py checks it against the paper's rule and its independence of segmentation.
+# layers): tests/cores/test_lru.py checks it against the paper's rule and its independence of segmentation.
 
 
 @pytest.mark.parametrize("name, options", EXACT, ids=_ids(EXACT))
@@ -286,7 +286,7 @@ def test_rtrl_gradient_equals_full_bptt(name, options, seg):
 
 def test_every_core_with_rtrl_is_exact_or_has_its_own_check():
     """A core whose RTRL is approximate is left out of the exactness test above: it needs a check of its own
-    (felstm_snap1: tests/test_cores_snap.py, exact where its recurrence is diagonal). The cores without RTRL
+    (felstm_snap1: tests/cores/test_snap.py, exact where its recurrence is diagonal). The cores without RTRL
     (learning="tbptt" only) refuse learning="rtrl" (test_every_core_contract_and_tbptt_truncation)."""
     approximate = sorted(n for n, c in CORES.items() if c.supports_rtrl and not c.exact_rtrl)
     assert approximate == ["felstm_snap1"]

@@ -1,5 +1,5 @@
 """r2ac.envs over external simulators: real ale-py Atari and real procgen. DeepMind Lab:
-tests/test_envs_dmlab.py (real engine) and tests/test_envs_dmlab_fake.py (fake module)."""
+tests/envs/test_dmlab.py (real engine) and tests/envs/test_dmlab_fake.py (fake module)."""
 
 import numpy as np
 import pytest
