@@ -498,7 +498,7 @@ def test_bench_table_and_csv(tmp_path, monkeypatch, capsys):
     import csv
     import sys
 
-    from r2ac.envs import bench
+    from r2ac.bench import envs as bench
 
     monkeypatch.setitem(sys.modules, "deepmind_lab", None)
     assert bench.parse_env_arg("tmaze,corridor_length=40,auto_advance=False") == (
