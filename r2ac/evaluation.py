@@ -6,6 +6,10 @@ is installed (``pip install r2ac[video]``), which is the one W&B gets (``eval/vi
 Taking "the first n episodes to finish" over a batch of envs over-samples short episodes (an agent that
 dies early finishes more episodes in the same time), which biases the mean return. ``EpisodeQuota``
 takes each env's first k = ceil(n / num_envs) episodes instead, then interleaves them.
+
+Two entry points: :func:`evaluate_run` (``r2ac eval``, and the periodic and final evaluations of training:
+an ``r2ac.api.Policy``, a row of ``eval.csv``, dashboards) and :func:`evaluate_checkpoint` (the experiment
+scripts: the checkpoint's network acted by an ``Actor``, ``eval.json`` only).
 """
 
 from __future__ import annotations
@@ -281,4 +285,78 @@ def evaluate_run(path: str, overrides: List[str] = (), *, checkpoint: Optional[i
     atomic_write_text(os.path.join(run_dir, "eval.json"), json.dumps(result, indent=2))
     if log:
         log_eval_to_backends(run_dir, cfg, result)
+    return result
+
+
+# ------------------------------------------------------------------ checkpoints acted by the Actor
+
+
+def load_for_eval(path: str):
+    """A run directory or a checkpoint file -> (config, checkpoint)."""
+    from r2ac.checkpoint import load_checkpoint, load_latest_checkpoint
+    from r2ac.config import config_from_dict
+
+    if os.path.isdir(path):
+        ckpt = load_latest_checkpoint(path)
+        if ckpt is None:
+            raise FileNotFoundError(f"{path} has no checkpoints (expected {path}/checkpoints/ckpt_*.pt)")
+    elif os.path.isfile(path):
+        ckpt = load_checkpoint(path)
+    else:
+        raise FileNotFoundError(f"{path}: no such run directory or checkpoint file")
+    return config_from_dict(ckpt["config"]), ckpt
+
+
+def play_episodes(net, venv, episodes: int, seed: int) -> np.ndarray:
+    """Returns of ``episodes`` episodes of the stochastic policy ``net`` (an ``AgentNet``) on ``venv`` (closed
+    afterwards), acted by an ``Actor`` seeded with ``seed``, each env contributing its first episodes
+    (``EpisodeQuota``: no short-episode bias)."""
+    import torch
+
+    from r2ac.agent.actor import Actor
+
+    actor = Actor(net, venv, 1, seed=seed)
+    quota = EpisodeQuota(venv.num_envs, episodes)
+    try:
+        while not quota.full():
+            r = actor.rollout()["episode_return"][1:]
+            quota.add((~torch.isnan(r[0])).numpy(), r[0].numpy())
+    finally:
+        actor.close()
+    return quota.returns()
+
+
+def evaluate_checkpoint(path: str, sets: Optional[int] = None, episodes: Optional[int] = None, seed: int = 12345,
+                        num_envs: Optional[int] = None) -> Dict:
+    """k sets of n test episodes with the trained (stochastic) policy of a run directory's newest checkpoint
+    or a checkpoint file, acted by an ``Actor`` (the protocol of the experiment scripts): returns the mean of
+    the set means and the std over sets, and writes ``eval.json`` next to the run (no ``eval.csv`` row, no
+    logging: that is :func:`evaluate_run`)."""
+    import torch
+
+    from r2ac.config import ConfigError
+    from r2ac.envs import make_vec_env
+    from r2ac.runtime import build_net, set_fast_math
+
+    cfg, ckpt = load_for_eval(path)
+    if cfg.algo != "impala":
+        raise ConfigError(f"r2ac eval evaluates IMPALA runs; {path} is an algo={cfg.algo} run (its metrics.csv "
+                          "holds the training returns)")
+    set_fast_math(cfg.runtime.torch_threads)
+    sets = cfg.eval.sets if sets is None else sets
+    episodes = cfg.eval.episodes if episodes is None else episodes
+    if sets < 1 or episodes < 1:
+        raise ValueError(f"need at least one set of one episode, got sets={sets}, episodes={episodes}")
+    venv = make_vec_env(cfg.env.id, num_envs or cfg.env.num_envs, seed, **dict(cfg.env.options))
+    net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
+    net.load_state_dict(ckpt["model"])
+    with torch.no_grad():
+        returns = play_episodes(net, venv, sets * episodes, seed)
+    set_means = [float(np.mean(returns[i * episodes:(i + 1) * episodes])) for i in range(sets)]
+    result = {"checkpoint": ckpt.get("path", path), "step": int(ckpt["counters"].get("step", 0)), "sets": sets,
+              "episodes": episodes, "mean": float(np.mean(set_means)), "std": float(np.std(set_means)),
+              "set_means": set_means, "episode_returns": [float(r) for r in returns]}
+    out_dir = path if os.path.isdir(path) else os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    with open(os.path.join(out_dir, "eval.json"), "w") as f:
+        json.dump(result, f, indent=2)
     return result

@@ -93,9 +93,9 @@ def _train_with_limit(cfg, minutes: float) -> dict:
 
 
 def _evaluate(run_dir: str, episodes: int) -> dict:
-    from r2ac.runtime.local import evaluate
+    from r2ac.evaluation import evaluate_checkpoint
 
-    ev = evaluate(run_dir, sets=1, episodes=episodes)  # also writes run_dir/eval.json
+    ev = evaluate_checkpoint(run_dir, sets=1, episodes=episodes)  # also writes run_dir/eval.json
     mean, sem = _mean_sem(ev["episode_returns"])
     return {"mean": mean, "sem": sem, "episodes": episodes, "step": ev["step"]}
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from r2ac.config import apply_overrides, load_config
 from r2ac.experiments.common import read_curve, write_results_md
-from r2ac.runtime.local import evaluate
+from r2ac.evaluation import evaluate_checkpoint
 from r2ac.runtime.pipeline import STEM_FILE, pretrain, run_training, stage_configs
 
 
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
                                          f"name=pipeline_{learning}_seed{seed}"])
             if not os.path.exists(os.path.join(run, "summary.json")):
                 run_training(c)
-            ev = evaluate(run)
+            ev = evaluate_checkpoint(run)
             rows.append({"learning": learning, "seed": seed, "return": ev["mean"], "std_over_sets": ev["std"],
                          "steps": ev["step"]})
             curves[(learning, seed)] = list(zip(*read_curve(os.path.join(run, "metrics.csv"))))

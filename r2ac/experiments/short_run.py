@@ -23,7 +23,8 @@ from r2ac.config import load_config
 from r2ac.envs import make_vec_env
 from r2ac.experiments.common import read_curve, write_results_md
 from r2ac.evaluation import EpisodeQuota
-from r2ac.runtime.local import evaluate, play_episodes, train
+from r2ac.evaluation import evaluate_checkpoint, play_episodes
+from r2ac.runtime.local import train
 
 
 def random_policy_returns(env_id: str, options: dict, episodes: int, num_envs: int = 16, seed: int = 999):
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
         t0 = time.time()
         summary = train(cfg)
         wall = time.time() - t0
-    trained = evaluate(a.out, sets=1, episodes=a.episodes)["episode_returns"]
+    trained = evaluate_checkpoint(a.out, sets=1, episodes=a.episodes)["episode_returns"]
     rand = random_policy_returns(cfg.env.id, dict(cfg.env.options), a.episodes)
     untrained = untrained_policy_returns(cfg, a.episodes)
     early, late = training_return_windows(os.path.join(a.out, "metrics.csv"))

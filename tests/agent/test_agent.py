@@ -192,7 +192,8 @@ def _cfg(tmp_path, *extra):
 
 def test_train_writes_outputs_and_resume_continues(tmp_path):
     from r2ac.checkpoint import load_latest_checkpoint
-    from r2ac.runtime.local import evaluate, train
+    from r2ac.evaluation import evaluate_checkpoint
+    from r2ac.runtime.local import train
 
     s = train(_cfg(tmp_path))
     assert s["status"] == "finished" and s["step"] >= 3000
@@ -214,7 +215,7 @@ def test_train_writes_outputs_and_resume_continues(tmp_path):
     col = rows[0].split(",").index("step")
     steps = [int(float(r.split(",")[col])) for r in rows[1:]]
     assert steps == sorted(steps) and len(set(steps)) == len(steps)
-    res = evaluate(str(tmp_path), sets=2, episodes=5)
+    res = evaluate_checkpoint(str(tmp_path), sets=2, episodes=5)
     assert len(res["set_means"]) == 2 and 0.0 <= res["mean"] <= 1.0 and math.isfinite(res["std"])
 
 
