@@ -237,7 +237,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0 = torch's default)")
     p.add_argument("--out", default="bench_out", help="folder for core.csv and core.png")
     a = p.parse_args(argv)
-    torch.set_flush_denormal(True)  # as in training (r2ac.runtime.local.set_fast_math)
+    torch.set_flush_denormal(True)  # as in training (r2ac.runtime.set_fast_math)
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     print(f"r2ac bench core: {a.core} N={a.hidden} D={a.input} B={a.batch} on {a.device}; {machine_description()}")
