@@ -32,3 +32,17 @@ def segment_grads(core, x, reset, w, seg, state=None):
 
 def rel_err(a, b):
     return ((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item()
+
+
+def state_shapes_over_T(core, data, B, lengths=(1, 10, 100)):
+    """The (key, shape) tuples of the core's state after sequences of each length: one set, as RTRL's
+    memory does not grow with T."""
+    sizes = set()
+    for Tn in lengths:
+        x, reset, _ = data(T=Tn)
+        with torch.no_grad():
+            _, st = core(x, core.initial_state(B), reset)
+        sizes.add(tuple((k, tuple(v.shape)) for k, v in sorted(st.items())))
+    assert len(sizes) == 1, sizes
+    (k_shapes,) = sizes
+    return sum(torch.Size(s).numel() for _, s in k_shapes)

@@ -10,7 +10,7 @@ import r2ac.cores as cores
 from r2ac.cores.rtrl import rtrl_carry
 from r2ac.cores.rtu import RTU, mul_neg_i
 
-from coretools import rel_err as _rel_err, segment_grads as _segment_grads, sequence
+from coretools import rel_err as _rel_err, segment_grads as _segment_grads, sequence, state_shapes_over_T
 
 T, B, D, N = 200, 3, 5, 4
 VARIANTS = ["linear", "nonlinear"]
@@ -147,16 +147,8 @@ def test_rtu_gradient_from_paper_sensitivities(variant):
 
 def test_rtu_state_size_independent_of_T():
     core = _rtu("rtrl", "nonlinear")
-    sizes = set()
-    for Tn in (1, 10, 100):
-        x, reset, _ = _data(T=Tn)
-        with torch.no_grad():
-            _, st = core(x, core.initial_state(B), reset)
-        sizes.add(tuple((k, tuple(v.shape)) for k, v in sorted(st.items())))
-    assert len(sizes) == 1
-    (k_shapes,) = sizes
-    assert sum(torch.Size(s).numel() for _, s in k_shapes) == B * (2 * N + 2 * 2 * N + 2 * 2 * N * D)
-    assert core.output_size == 2 * N and st["c"].dtype == torch.float64
+    assert state_shapes_over_T(core, _data, B) == B * (2 * N + 2 * 2 * N + 2 * 2 * N * D)
+    assert core.output_size == 2 * N and core.initial_state(B)["c"].dtype == torch.float64
 
 
 def test_rtu_linear_state_has_no_dc_dW2():
