@@ -12,3 +12,18 @@ def float64():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(old)
+
+
+@pytest.fixture
+def wandb_env(tmp_path, monkeypatch):
+    """Keep W&B offline and out of $HOME / cwd (its dirs under tmp_path)."""
+    for var in ("WANDB_API_KEY", "WANDB_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR",
+                "WANDB_ARTIFACT_DIR"):
+        d = tmp_path / var.lower()
+        d.mkdir()
+        monkeypatch.setenv(var, str(d))
+    return tmp_path

@@ -187,20 +187,13 @@ def test_videos_without_pyav_are_gif_only(tmp_path, monkeypatch):
     assert not (tmp_path / "w.mp4").exists()
 
 
-def test_eval_video_goes_to_wandb(trained, tmp_path, monkeypatch, capsys):
+def test_eval_video_goes_to_wandb(trained, tmp_path, monkeypatch, capsys, wandb_env):
     """`r2ac eval --video` of a run logging to W&B (offline here) sends the MP4 as eval/video with the eval/
     numbers, at the checkpoint's env frames."""
     import glob
 
     from test_logger import wandb_history
 
-    for var in ("WANDB_API_KEY", "WANDB_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
-        (tmp_path / var.lower()).mkdir()
-        monkeypatch.setenv(var, str(tmp_path / var.lower()))
     assert main(["eval", str(trained), "--video", "--greedy", "--episodes", "1", "--sets", "1",
                  "logger.wandb=true", "logger.wandb_mode=offline"]) == 0
     out = capsys.readouterr().out

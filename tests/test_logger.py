@@ -25,21 +25,6 @@ def rows_of(path):
         return list(csv.reader(fh))
 
 
-@pytest.fixture
-def wandb_env(tmp_path, monkeypatch):
-    """Keep W&B offline and out of $HOME / cwd."""
-    for var in ("WANDB_API_KEY", "WANDB_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR",
-                "WANDB_ARTIFACT_DIR"):
-        d = tmp_path / var.lower()
-        d.mkdir()
-        monkeypatch.setenv(var, str(d))
-    return tmp_path
-
-
 # ------------------------------------------------------------------ csv
 
 

@@ -142,18 +142,11 @@ def test_sweep_on_a_local_ray_instance(tmp_path, capsys):
     assert "exists and is not empty" in capsys.readouterr().err
 
 
-def test_local_sweep_groups_wandb_runs_and_reports_failures(tmp_path, monkeypatch, capsys):
+def test_local_sweep_groups_wandb_runs_and_reports_failures(tmp_path, monkeypatch, capsys, wandb_env):
     """--local runs one by one in this process; with W&B each run is named sweep/value/seed in the sweep's
     group; a run that fails at its start is a row of the table (its reason in one line), the others go on."""
     from test_logger import wandb_records
 
-    for var in ("WANDB_API_KEY", "WANDB_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
-        (tmp_path / var.lower()).mkdir()
-        monkeypatch.setenv(var, str(tmp_path / var.lower()))
     out = tmp_path / "s"
     # corridor_length=-1 passes the config checks (env options are the env's to judge) and fails at the start
     code = main(["sweep", "quickstart", "--local", "--seeds", "0,1", "env.options.corridor_length=[4, -1]", *TINY,

@@ -107,7 +107,7 @@ def test_real_missing_map_is_one_clear_error():
     venv.close()
 
 
-def test_real_training_starts_and_logs_like_other_suites(tmp_path, monkeypatch):
+def test_real_training_starts_and_logs_like_other_suites(tmp_path, monkeypatch, wandb_env):
     """The CPU config of docs/results-dmlab.md trains a few updates on the real engine and logs metrics.csv,
     TensorBoard events and an offline W&B run (group/tags from the config), as the other suites do."""
     import glob
@@ -118,13 +118,6 @@ def test_real_training_starts_and_logs_like_other_suites(tmp_path, monkeypatch):
 
     from test_logger import wandb_history
 
-    for var in ("WANDB_API_KEY", "WANDB_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
-        (tmp_path / var.lower()).mkdir()
-        monkeypatch.setenv(var, str(tmp_path / var.lower()))
     run = tmp_path / "run"
     cfg = load_config("configs/dmlab/select_nonmatching_quick_rtrl.yaml",
                       [f"run_dir={run}", "env.num_envs=2", "env.options={workers: 1}", "learner.batch_size=2",
