@@ -9,6 +9,7 @@ runtime calls ``rollout()`` and ``set_weights()``.
 
 from __future__ import annotations
 
+import os
 from typing import Dict
 
 import numpy as np
@@ -29,6 +30,9 @@ class Actor:
             raise ValueError("ship_features needs a frozen stem (stem.freeze=true): the learner would not train it")
         self.generator = torch.Generator().manual_seed(seed)
         self.version = 0
+        # trajectory numbers: a random start per actor, so numbers of different actor processes (a restarted
+        # one included) never continue each other
+        self.segment = int.from_bytes(os.urandom(5), "little") << 20
         self.state = net.initial_state(self.B, device="cpu")
         self._last = self._first_frame(venv.reset())
         self.dropped = 0  # partial trajectories dropped after env failures
@@ -98,6 +102,8 @@ class Actor:
                 (obs_key, "reward", "done", "action", "policy_logits", "episode_return", "episode_length")}
         traj["initial_state"] = start_state
         traj["version"] = torch.full((self.B,), self.version, dtype=torch.int64)
+        traj["segment"] = torch.full((self.B,), self.segment, dtype=torch.int64)
+        self.segment += 1
         return traj
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ truncated gradient of the segment (Irie et al. 2024, Sec. 4), or none when it is
 from __future__ import annotations
 
 import math
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
 
@@ -61,6 +61,9 @@ class Learner:
         self.updates = 0          # applied updates (= weight version)
         self.skipped = 0          # updates skipped for a non-finite loss or gradient
         self.nonfinite_in_row = 0
+        # learner.sensitivities=learner: the RTRL sensitivities at the end of each trained trajectory's M
+        # steps, under the weights of that update (set by ``update``; None otherwise)
+        self.end_sensitivities = None
 
     def learning_rate(self) -> float:
         if self.cfg.lr_schedule == "constant":
@@ -82,6 +85,7 @@ class Learner:
         key = observation_key(batch)
         inputs = {key: batch[key], "reward": batch["reward"], "action": batch["action"], "done": batch["done"]}
         self.net.train()
+        self.end_sensitivities = None
         lr = self.learning_rate()
         self.optimizer.zero_grad(set_to_none=True)
         with CarryRecorder() as carried:  # the carried RTRL correction, for the diagnostics
@@ -91,6 +95,7 @@ class Learner:
             if not torch.isfinite(loss):
                 return self._skip(stats, "loss")
             loss.backward()
+        self.end_sensitivities = self._end_sensitivities(outputs, batch) if self.cfg.sensitivities == "learner" else None
         stats.update(gradient_diagnostics(self.recurrent, carried.corrections, batch["initial_state"],
                                           self.net.core.sensitivity_keys))
         params = self.net.trainable_parameters()
@@ -109,6 +114,18 @@ class Learner:
         lag = (self.updates - 1 - batch["version"]).float()
         stats.update(policy_lag_mean=lag.mean().item(), policy_lag_max=lag.max().item(), skipped_updates=self.skipped)
         return stats
+
+    @torch.no_grad()
+    def _end_sensitivities(self, outputs: Dict, batch: Dict) -> Optional[Dict]:
+        """The sensitivities after the trajectory's first M frames (where the actor's next trajectory starts;
+        frame M is that trajectory's frame 0), moved across the segment in closed form under the current
+        (pre-update) weights, from the batch's initial state."""
+        keys = self.net.core.sensitivity_keys
+        if not keys:
+            return None
+        x = outputs["core_input"][:-1].detach()
+        _, end = self.net.core(x, batch["initial_state"], batch["done"][:-1])
+        return {k: end[k] for k in keys}
 
     def _skip(self, stats, what: str) -> Dict[str, float]:
         self.skipped += 1

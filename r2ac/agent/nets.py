@@ -23,7 +23,7 @@ class AgentNet(nn.Module):
     def __init__(self, observation_shape: Tuple[int, ...], num_actions: int, *, stem: str = "impala",
                  stem_channels=(16, 32, 32), stem_fc: int = 256, core: str = "elstm", hidden_size: int = 512,
                  learning: str = "rtrl", core_options: Optional[dict] = None, reward_input: bool = True,
-                 prev_action_input: bool = False, reward_clip: float = 1.0):
+                 prev_action_input: bool = False, reward_clip: float = 1.0, input_scale: float = 1.0):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -31,6 +31,7 @@ class AgentNet(nn.Module):
         self.reward_input = reward_input
         self.prev_action_input = prev_action_input
         self.reward_clip = float(reward_clip)
+        self.input_scale = float(input_scale)
         self.core_input_size = inputs.core_input_size(self.stem.output_size, reward_input, prev_action_input,
                                                       num_actions)
         self.core = make_core(core, self.core_input_size, hidden_size, learning=learning, **(core_options or {}))
@@ -44,7 +45,7 @@ class AgentNet(nn.Module):
                    stem_fc=model_cfg.stem_fc, core=model_cfg.core, hidden_size=model_cfg.hidden_size,
                    learning=model_cfg.learning, core_options=dict(model_cfg.core_options),
                    reward_input=model_cfg.reward_input, prev_action_input=model_cfg.prev_action_input,
-                   reward_clip=reward_clip)
+                   reward_clip=reward_clip, input_scale=model_cfg.input_scale)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -67,7 +68,10 @@ class AgentNet(nn.Module):
         return self.stem(obs)
 
     def core_input(self, features: Tensor, reward: Tensor, prev_action: Tensor) -> Tensor:
-        """The core's input (``r2ac.agent.inputs.core_input``): features, clipped reward, one-hot action."""
+        """The core's input (``r2ac.agent.inputs.core_input``): features (times ``input_scale``), clipped
+        reward, one-hot action."""
+        if self.input_scale != 1.0:
+            features = features * self.input_scale
         return inputs.core_input(features, reward, prev_action, reward_input=self.reward_input,
                                  prev_action_input=self.prev_action_input, action_dim=self.num_actions,
                                  reward_clip=self.reward_clip)

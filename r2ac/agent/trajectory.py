@@ -12,6 +12,10 @@ step is the first of the next trajectory, IMPALA's overlap):
     episode_length [M+1, B] int64
     initial_state  dict of [B, ...]   core state before frame 0 (hidden + RTRL sensitivities)
     version        [B] int64          version of the weights that acted (for the policy lag)
+    segment        [B] int64          the actor's trajectory number (consecutive trajectories of an actor
+                                      continue each other column by column; optional, used by
+                                      ``learner.sensitivities=learner``)
+    slot           [B] int64          set by the learner's session: which (actor, column) each column is
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import torch
 from torch import Tensor
 
 TIME_KEYS = ("reward", "done", "action", "policy_logits", "episode_return", "episode_length")
+COLUMN_KEYS = ("version", "segment", "slot")  # [B] per-column labels (segment and slot optional)
 DTYPES = {"done": torch.bool, "action": torch.int64, "episode_length": torch.int64}
 
 
@@ -40,7 +45,9 @@ def concat(trajs: List[Dict]) -> Dict:
     key = observation_key(trajs[0])
     out = {k: torch.cat([t[k] for t in trajs], 1) for k in (key,) + TIME_KEYS}
     out["initial_state"] = {k: torch.cat([t["initial_state"][k] for t in trajs], 0) for k in trajs[0]["initial_state"]}
-    out["version"] = torch.cat([t["version"] for t in trajs])
+    for k in COLUMN_KEYS:
+        if all(k in t for t in trajs):
+            out[k] = torch.cat([t[k] for t in trajs])
     return out
 
 
@@ -48,7 +55,9 @@ def columns(traj: Dict, start: int, stop: int) -> Dict:
     key = observation_key(traj)
     out = {k: traj[k][:, start:stop] for k in (key,) + TIME_KEYS}
     out["initial_state"] = {k: v[start:stop] for k, v in traj["initial_state"].items()}
-    out["version"] = traj["version"][start:stop]
+    for k in COLUMN_KEYS:
+        if k in traj:
+            out[k] = traj[k][start:stop]
     return out
 
 

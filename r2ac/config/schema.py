@@ -87,6 +87,8 @@ class ModelConfig:
     core_options: dict = _f({}, "free-form keyword arguments for the core constructor")
     reward_input: bool = _f(True, "feed the previous reward to the core")
     prev_action_input: bool = _f(False, "feed the previous action (one-hot) to the core")
+    input_scale: float = _f(1.0, "multiplies the stem's features before they enter the core (pixels with stem "
+                            "'none' arrive in [0, 1])", gt=0.0)
 
 
 @dataclass
@@ -113,6 +115,10 @@ class LearnerConfig:
     normalize_advantages: bool = _f(False, "scale policy-gradient advantages to zero mean, unit std per batch")
     clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar of the policy-gradient advantage (0 = no clipping)", ge=0.0)
     grad_norm_clip: float = _f(40.0, "global gradient-norm clip (0 = off)", ge=0.0)
+    sensitivities: Literal["actor", "learner"] = _f(
+        "actor", "where a trajectory's starting RTRL sensitivities come from: 'actor' (shipped, computed under the "
+        "actor's weights) or 'learner' (carried over from the learner's own pass over that env's previous "
+        "trajectory; the shipped ones where that pass has not happened yet)")
     reward_clip: float = _f(1.0, "clip rewards to [-c, c] (0 = off)", ge=0.0)
     max_nonfinite_updates: int = _f(10, "skipped non-finite updates in a row before aborting", ge=0)
 

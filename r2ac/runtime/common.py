@@ -22,7 +22,7 @@ from r2ac.agent.a2c import A2CLearner
 from r2ac.agent.learner import Learner
 from r2ac.agent.nets import AgentNet
 from r2ac.agent.stem_io import StemFileError, load_pretrained_stem
-from r2ac.agent.trajectory import Batcher, nbytes, validate
+from r2ac.agent.trajectory import Batcher, nbytes, num_columns, validate
 from r2ac.config import Config, ConfigError
 from r2ac.envs import make_vec_env
 from r2ac.runtime.session import RunAborted, RunSession, env_seed, resolve_device
@@ -129,6 +129,11 @@ class TrainingSession(RunSession):
         lr_note = continue_lr_schedule(self.learner, cfg, ckpt) if ckpt is not None else None
         self.state_spec = self.net.core.state_spec()
         self.batcher = Batcher(cfg.learner.batch_size)
+        # learner.sensitivities=learner: slot -> (trajectory number, sensitivities at its end), the learner's
+        # own; slots number (source, column) pairs
+        learner_sens = cfg.learner.sensitivities == "learner" and bool(self.net.core.sensitivity_keys)
+        self._carry: Optional[Dict[int, tuple]] = {} if learner_sens else None
+        self._slot_base: Dict[str, int] = {}
         self.publish = publish or (lambda version: None)
         self.stats: Dict[str, float] = {}  # the last update's statistics
         self._stat_sums: Dict[str, List[float]] = {}  # key -> [sum, count] since the last log row
@@ -161,9 +166,18 @@ class TrainingSession(RunSession):
         self.failures_in_row = 0
         self.counters["trajectories"] += 1
         self.episodes.add(traj)
+        carry = self._carry is not None and "segment" in traj
+        if carry:
+            base = self._slot_base.setdefault(source, len(self._slot_base)) << 20
+            traj["slot"] = base + torch.arange(num_columns(traj), dtype=torch.int64)
         for batch in self.batcher.add(traj):
             t0 = time.perf_counter()
+            carried = self._use_learner_sensitivities(batch) if carry else None
             self.stats = self.learner.update(batch)
+            if carry:
+                self._keep_learner_sensitivities(batch)
+            if carried is not None:
+                self.stats["learner_sensitivities_frac"] = carried
             for k, v in self.stats.items():
                 acc = self._stat_sums.setdefault(k, [0.0, 0])
                 acc[0] += v
@@ -173,6 +187,38 @@ class TrainingSession(RunSession):
                 self.publish(self.learner.updates)
             self.learner_busy_s += time.perf_counter() - t0
         return True
+
+    def _use_learner_sensitivities(self, batch: Dict) -> Optional[float]:
+        """``learner.sensitivities=learner``: give each column of ``batch`` that continues a trajectory the
+        learner has trained on the sensitivities of that pass instead of the actor's. Returns the fraction
+        of continuing columns (no episode start at frame 0) that got them, None if none continue."""
+        if "slot" not in batch or "segment" not in batch:
+            return None
+        keys = self.net.core.sensitivity_keys
+        rows, found = [], []
+        for j, (slot, seg, start) in enumerate(zip(batch["slot"].tolist(), batch["segment"].tolist(),
+                                                   batch["done"][0].tolist())):
+            if start:  # the state is reset at frame 0: the starting sensitivities do not matter
+                continue
+            kept = self._carry.get(slot)
+            rows.append(j)
+            if kept is not None and kept[0] == seg - 1:
+                found.append((j, kept[1]))
+        if found:
+            st = dict(batch["initial_state"])
+            for k in keys:
+                st[k] = st[k].clone()
+                for j, sens in found:
+                    st[k][j] = sens[k]
+            batch["initial_state"] = st
+        return len(found) / len(rows) if rows else None
+
+    def _keep_learner_sensitivities(self, batch: Dict) -> None:
+        end = self.learner.end_sensitivities
+        if not end or "slot" not in batch:
+            return
+        for j, (slot, seg) in enumerate(zip(batch["slot"].tolist(), batch["segment"].tolist())):
+            self._carry[slot] = (seg, {k: v[j] for k, v in end.items()})
 
     def env_failure(self, source: str, error: str, steps: int = 0) -> None:
         """An env raised in ``source``: its envs were recreated and the partial trajectory dropped."""

@@ -271,3 +271,20 @@ def test_every_core_drives_the_agent(core):
         stats = learner.update(traj)
         actor.set_weights(net.state_dict(), learner.updates)
     assert learner.updates == 2 and math.isfinite(stats["total_loss"]) and math.isfinite(stats["grad_norm"])
+
+
+def test_input_scale_multiplies_the_features_only():
+    """model.input_scale: the stem's features enter the core scaled; the reward input does not."""
+    cfg = load_config("configs/quickstart.yaml", ["model.input_scale=4.0", "env.options={corridor_length: 4}"])
+    venv = make_vec_env("tmaze", 2, 0, corridor_length=4)
+    net = AgentNet.from_config(cfg.model, venv.observation_shape, venv.num_actions)
+    plain = AgentNet.from_config(load_config("configs/quickstart.yaml", []).model, venv.observation_shape,
+                                 venv.num_actions)
+    obs = torch.from_numpy(venv.reset()).unsqueeze(0)
+    feats = net.features(obs)
+    reward, action = torch.full((1, 2), 0.5), torch.zeros(1, 2, dtype=torch.int64)
+    x, x1 = net.core_input(feats, reward, action), plain.core_input(feats, reward, action)
+    assert torch.equal(x[..., :-1], 4.0 * x1[..., :-1]) and torch.equal(x[..., -1], x1[..., -1])
+    assert feats.abs().max() > 0
+    with pytest.raises(Exception, match="input_scale"):
+        load_config("configs/quickstart.yaml", ["model.input_scale=0"])

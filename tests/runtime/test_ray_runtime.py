@@ -84,6 +84,20 @@ def test_train_on_ray_end_to_end_then_resume(ray_local, tmp_path):
     assert steps == sorted(steps) and len(set(steps)) == len(steps)
 
 
+def test_learner_sensitivities_on_ray(ray_local, tmp_path):
+    """learner.sensitivities=learner with two actors and a real policy lag: the learner trains continuing
+    columns on its own sensitivities (batches of one actor's 4 columns, so each trajectory's predecessor
+    was trained on in an earlier update)."""
+    from r2ac.runtime.ray_runtime import train
+
+    s = train(tiny_cfg(tmp_path, "learner.sensitivities=learner", "learner.batch_size=4"))
+    assert s["status"] == "finished"
+    rows = read_rows(tmp_path / "metrics.csv")
+    frac = [float(r["learner_sensitivities_frac"]) for r in rows if r.get("learner_sensitivities_frac")]
+    assert frac and max(frac) > 0.5 and all(0 <= f <= 1 for f in frac)
+    assert any(float(r["policy_lag_max"]) > 0 for r in rows if r["policy_lag_max"])
+
+
 def test_worker_loads_weights_only_when_the_version_changes(ray_local, tmp_path):
     from r2ac.runtime import build_net
     from r2ac.runtime.ray_runtime import RolloutWorker
