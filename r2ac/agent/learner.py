@@ -95,7 +95,8 @@ class Learner:
             if not torch.isfinite(loss):
                 return self._skip(stats, "loss")
             loss.backward()
-        self.end_sensitivities = self._end_sensitivities(outputs, batch) if self.cfg.sensitivities == "learner" else None
+        if self.cfg.sensitivities == "learner":
+            self.end_sensitivities = self._end_sensitivities(outputs, batch)
         stats.update(gradient_diagnostics(self.recurrent, carried.corrections, batch["initial_state"],
                                           self.net.core.sensitivity_keys))
         params = self.net.trainable_parameters()
