@@ -6,8 +6,9 @@ under test (by default ``configs/quickstart.yaml``: the defaults a user's new ta
 the task swapped in and the method's overrides applied; nothing is tuned per task. Each run trains for a
 wall-clock budget and is judged from its training curve:
 
-    success      the mean training return of the episodes ended in a log row (averaged over the last 3
-                 rows); for the cue, copy and T-maze tasks it is the fraction solved (copy: bits right)
+    success      the mean training return of the last 400 episodes (``--window-episodes``; 0: of the
+                 episodes ended in each of the last 3 log rows, which at long spans hold few episodes);
+                 for the cue, copy and T-maze tasks it is the fraction solved (copy: bits right)
     solved       first time (wall seconds, agent steps) that success >= --threshold
     held         the lowest success after solving (``no collapse`` means held >= threshold)
     settled      the lowest success after it first reached (1 + threshold) / 2 (0.95): held without the
@@ -108,32 +109,49 @@ def run_config(base: str, task: str, span: int, method: str, seed: int, run_dir:
     return apply_overrides(cfg, overrides)
 
 
-def read_success_curve(metrics_csv: str, window: int = 3):
-    """[(wall seconds since the first row, agent steps, success averaged over the last ``window`` rows)]."""
+def read_success_curve(metrics_csv: str, window: int = 3, window_episodes: int = 0):
+    """[(wall seconds since the first row, agent steps, success)]: the success of a row is the mean return
+    over the last ``window`` log rows, or with ``window_episodes`` > 0 over the episodes that ended in the
+    fewest last rows holding at least that many (the rows' means weighted by their episode counts; rows
+    before the first full window are left out, so every point has the same statistical weight whatever the
+    episode length). Metrics without episode counts fall back to ``window`` rows."""
     rows = []
     with open(metrics_csv) as f:
         for r in csv.DictReader(f):
             ret = r.get("episode_return", r.get("train/episode_return", ""))
             if ret not in ("", "nan", None):
-                rows.append((float(r["wall_time"]), float(r["step"]), float(ret)))
+                count = r.get("episodes", r.get("train/episodes", ""))
+                rows.append((float(r["wall_time"]), float(r["step"]), float(ret),
+                             float(count) if count not in ("", "nan", None) else math.nan))
     if not rows:
         return []
     t0 = rows[0][0]
     out = []
-    for i, (t, s, _) in enumerate(rows):
-        w = [x[2] for x in rows[max(0, i - window + 1): i + 1]]
-        out.append((t - t0, s, sum(w) / len(w)))
+    counts = [b[3] - a[3] for a, b in zip([(0, 0, 0, 0.0)] + rows, rows)]  # the column is cumulative
+    by_episodes = window_episodes > 0 and not any(math.isnan(c) for c in counts)
+    for i, (t, s, _, _) in enumerate(rows):
+        if by_episodes:
+            total = n = 0.0
+            j = i
+            while j >= 0 and n < window_episodes:
+                total, n, j = total + rows[j][2] * counts[j], n + counts[j], j - 1
+            if n >= window_episodes:
+                out.append((t - t0, s, total / n))
+        else:
+            w = [x[2] for x in rows[max(0, i - window + 1): i + 1]]
+            out.append((t - t0, s, sum(w) / len(w)))
     return out
 
 
-def judge(curve, threshold: float) -> Dict:
-    """Solved time/steps, best and final success and the lowest success after solving."""
+def judge(curve, threshold: float, first: int = 2) -> Dict:
+    """Solved time/steps, best and final success and the lowest success after solving; the first ``first``
+    points (windows not yet full) cannot count as solved."""
     if not curve:
         return {"solved_s": math.nan, "solved_steps": math.nan, "best": math.nan, "final": math.nan, "held": math.nan,
                 "settled": math.nan}
-    solved = next((i for i, (_, _, v) in enumerate(curve) if v >= threshold and i >= 2), None)
+    solved = next((i for i, (_, _, v) in enumerate(curve) if v >= threshold and i >= first), None)
     high = (1.0 + threshold) / 2
-    settled = next((i for i, (_, _, v) in enumerate(curve) if v >= high and i >= 2), None)
+    settled = next((i for i, (_, _, v) in enumerate(curve) if v >= high and i >= first), None)
     return {"solved_s": curve[solved][0] if solved is not None else math.nan,
             "solved_steps": curve[solved][1] if solved is not None else math.nan,
             "best": max(v for *_, v in curve), "final": curve[-1][2],
@@ -270,6 +288,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="step budget of each run (total_steps; the learning rate decays linearly to 0 there); "
                         "default: the config's total_steps; 0: none, constant learning rate")
     p.add_argument("--threshold", type=float, default=0.9, help="success that counts as solved")
+    p.add_argument("--window-episodes", type=int, default=400,
+                   help="success = mean return over the last this many episodes (0: over the last 3 log rows)")
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one process, one torch thread)")
     p.add_argument("--out", default="bench_out/memory")
     p.add_argument("--report", action="store_true",
@@ -311,8 +331,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     curves = {}
     for r in runs:
         path = os.path.join(r.get("run_dir", ""), "metrics.csv")
-        curves[r.get("run_dir", "")] = read_success_curve(path) if os.path.exists(path) else []
-        r.update(judge(curves[r.get("run_dir", "")], args.threshold))
+        curves[r.get("run_dir", "")] = read_success_curve(path, window_episodes=args.window_episodes) \
+            if os.path.exists(path) else []
+        r.update(judge(curves[r.get("run_dir", "")], args.threshold, first=0 if args.window_episodes > 0 else 2))
         r["wall_s"] = curves[r.get("run_dir", "")][-1][0] if curves[r.get("run_dir", "")] else math.nan
     runs.sort(key=lambda r: (list(TASKS).index(r["task"]), r["span"], METHODS.index(r["method"]), r["seed"]))
     summary = summarize(runs, args.threshold)
@@ -325,8 +346,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     import torch
 
     torch.set_num_threads(1)  # the description names the threads of one run
+    window = f"the last {args.window_episodes} episodes" if args.window_episodes > 0 else "3 log rows"
     print(f"\n{machine_description()}; {args.jobs} runs at a time, one torch thread each; success >= "
-          f"{args.threshold} over 3 log rows. CSV: {args.out}/memory.csv, {args.out}/memory_runs.csv; "
+          f"{args.threshold} over {window}. CSV: {args.out}/memory.csv, {args.out}/memory_runs.csv; "
           f"table: {args.out}/memory.md; plot: {args.out}/memory.png")
     return 0
 

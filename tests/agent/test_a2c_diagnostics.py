@@ -192,3 +192,24 @@ def test_bench_memory_runs_the_runtime_the_overrides_name(tmp_path):
                          ["runtime.kind=ray", "runtime.num_actors=2"])
     assert local_cfg.runtime.kind == "local" and runtime_train(local_cfg) is local.train
     assert ray_cfg.runtime.kind == "ray" and runtime_train(ray_cfg) is ray_runtime.train
+
+
+def test_bench_memory_success_over_a_fixed_number_of_episodes(tmp_path):
+    """--window-episodes: rows weighted by the episodes that ended in them (the metrics' cumulative count),
+    points only once the window is full; without counts, the 3-row window."""
+    from r2ac.bench.memory import judge, read_success_curve
+
+    path = tmp_path / "metrics.csv"
+    rows = [(0, 100, 0.0, 10), (1, 200, 1.0, 40), (2, 300, 0.5, 60), (3, 400, 1.0, 160), (4, 500, "", 160)]
+    path.write_text("wall_time,step,episode_return,episodes\n" + "".join(f"{t},{s},{r},{e}\n" for t, s, r, e in rows))
+    curve = read_success_curve(str(path), window_episodes=50)
+    # per row 10, 30, 20, 100 episodes; row 1: 30 + 10 < 50, no point; row 2: 20 at 0.5 + 30 at 1.0 -> 0.8;
+    # row 3: 100 at 1.0
+    assert [(t, s) for t, s, _ in curve] == [(2.0, 300.0), (3.0, 400.0)]
+    assert [round(v, 6) for *_, v in curve] == [0.8, 1.0]
+    assert judge(curve, 0.9, first=0)["solved_steps"] == 400.0
+    assert len(read_success_curve(str(path), window_episodes=1000)) == 0
+    rows3 = read_success_curve(str(path))  # 3-row window: means of the row means
+    assert [round(v, 6) for *_, v in rows3] == [0.0, 0.5, 0.5, round(2.5 / 3, 6)]
+    path.write_text("wall_time,step,episode_return\n0,1,0.5\n1,2,1.0\n")
+    assert [v for *_, v in read_success_curve(str(path), window_episodes=50)] == [0.5, 0.75]
