@@ -217,6 +217,9 @@ def markdown_table(runs: List[Dict]) -> str:
     def fmt(v, scale=1.0):
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v / scale:.2f}"
 
+    def low(v):  # a lowest success, held against the threshold: 3 decimals, rounded down (0.8996 is not 0.900)
+        return "-" if math.isnan(v) else f"{math.floor(v * 1000 + 1e-9) / 1000:.3f}"
+
     head = ("| task | span | method | seeds solved | minutes to 0.9, per seed | M steps to 0.9, per seed | "
             "final success, per seed | lowest after solving | lowest after 0.95 | steps/s |")
     lines = [head, "| " + " | ".join(["---"] * 10) + " |"]
@@ -232,7 +235,7 @@ def markdown_table(runs: List[Dict]) -> str:
         lines.append(f"| {task} | {span} | {method} | {len(solved)}/{len(rs)} | "
                      f"{', '.join(fmt(r.get('solved_s', math.nan), 60) for r in rs)} | "
                      f"{', '.join(fmt(r.get('solved_steps', math.nan), 1e6) for r in rs)} | "
-                     f"{', '.join(fmt(r.get('final', math.nan)) for r in rs)} | {fmt(held)} | {fmt(settled)} | "
+                     f"{', '.join(fmt(r.get('final', math.nan)) for r in rs)} | {low(held)} | {low(settled)} | "
                      + (f"{min(rates) / 1e3:.1f}-{max(rates) / 1e3:.1f} k |" if rates else "- |"))
     return "\n".join(lines) + "\n"
 

@@ -213,3 +213,16 @@ def test_bench_memory_success_over_a_fixed_number_of_episodes(tmp_path):
     assert [round(v, 6) for *_, v in rows3] == [0.0, 0.5, 0.5, round(2.5 / 3, 6)]
     path.write_text("wall_time,step,episode_return\n0,1,0.5\n1,2,1.0\n")
     assert [v for *_, v in read_success_curve(str(path), window_episodes=50)] == [0.5, 0.75]
+
+
+def test_bench_memory_table_rounds_the_lowest_success_down():
+    from r2ac.bench.memory import markdown_table
+
+    runs = [{"task": "cue-pixels", "span": 100, "method": "rtrl", "seed": s, "solved_s": 30.0 * (s + 1),
+             "solved_steps": 2e5, "final": 1.0, "held": h, "settled": 0.951, "steps_per_s": 8000.0}
+            for s, h in enumerate([0.8996, 0.93])]
+    runs.append({"task": "cue-pixels", "span": 100, "method": "rtrl", "seed": 2, "solved_s": math.nan,
+                 "solved_steps": math.nan, "final": 0.34, "held": math.nan, "settled": math.nan})
+    row = markdown_table(runs).splitlines()[2]
+    assert row.startswith("| cue-pixels | 100 | rtrl | 2/3 | 0.50, 1.00, - | 0.20, 0.20, - | 1.00, 1.00, 0.34 |")
+    assert "| 0.899 | 0.951 |" in row  # 0.8996 is below the 0.9 threshold and must not read 0.90
