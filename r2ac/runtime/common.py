@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import os
 import time
 from typing import Callable, Dict, List, Optional
@@ -134,6 +135,7 @@ class TrainingSession(RunSession):
         learner_sens = cfg.learner.sensitivities == "learner" and bool(self.net.core.sensitivity_keys)
         self._carry: Optional[Dict[int, tuple]] = {} if learner_sens else None
         self._slot_base: Dict[str, int] = {}
+        self.stats_extra: Dict[str, float] = {}  # statistics of a batch computed before its update
         self.publish = publish or (lambda version: None)
         self.stats: Dict[str, float] = {}  # the last update's statistics
         self._stat_sums: Dict[str, List[float]] = {}  # key -> [sum, count] since the last log row
@@ -178,6 +180,8 @@ class TrainingSession(RunSession):
                 self._keep_learner_sensitivities(batch)
             if carried is not None:
                 self.stats["learner_sensitivities_frac"] = carried
+            self.stats.update(self.stats_extra)
+            self.stats_extra = {}
             for k, v in self.stats.items():
                 acc = self._stat_sums.setdefault(k, [0.0, 0])
                 acc[0] += v
@@ -206,11 +210,17 @@ class TrainingSession(RunSession):
                 found.append((j, kept[1]))
         if found:
             st = dict(batch["initial_state"])
+            diff = norm = 0.0
             for k in keys:
                 st[k] = st[k].clone()
                 for j, sens in found:
+                    shipped = st[k][j]
+                    diff += float((sens[k].to(shipped) - shipped).pow(2).sum())
+                    norm += float(shipped.pow(2).sum())
                     st[k][j] = sens[k]
             batch["initial_state"] = st
+            # how stale the shipped sensitivities were: |S_learner - S_actor| / |S_actor| over the replaced columns
+            self.stats_extra["sensitivity_staleness"] = math.sqrt(diff / norm) if norm > 0 else 0.0
         return len(found) / len(rows) if rows else None
 
     def _keep_learner_sensitivities(self, batch: Dict) -> None:

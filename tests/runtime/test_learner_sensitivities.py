@@ -49,7 +49,7 @@ def _record_batches(session):
 def test_without_lag_learner_sensitivities_are_the_actors(tmp_path, float64):
     """float64, the local runtime's order (act, update, new weights to the actor): both modes train the
     same weights, and 'learner' did use its own sensitivities for every continuing column."""
-    weights, fracs = {}, []
+    weights, fracs, stale = {}, [], []
     for mode in ("actor", "learner"):
         cfg = _cfg(tmp_path, mode)
         session, venv = _session(cfg)
@@ -59,9 +59,11 @@ def test_without_lag_learner_sensitivities_are_the_actors(tmp_path, float64):
             actor.set_weights(session.weights(), session.learner.updates)
             if mode == "learner" and "learner_sensitivities_frac" in session.stats:
                 fracs.append(session.stats["learner_sensitivities_frac"])
+                stale.append(session.stats["sensitivity_staleness"])
         weights[mode] = session.weights()
         session.close()
     assert fracs and fracs[0] == 1.0 and all(f == 1.0 for f in fracs)
+    assert stale and max(stale) < 1e-9  # no lag: the shipped sensitivities were the learner's
     for k, v in weights["actor"].items():
         assert torch.allclose(v, weights["learner"][k], rtol=1e-9, atol=1e-12), k
 
@@ -92,6 +94,10 @@ def test_with_lag_the_learner_transports_under_its_newer_weights(tmp_path, float
         used, shipped = seen[2][k][cont], trajs[2]["initial_state"][k][cont]
         assert torch.allclose(used, end[k][cont], rtol=1e-10, atol=1e-12), k
         assert not torch.allclose(used, shipped, rtol=1e-6, atol=1e-9), k  # staleness is measurable here
+    num = sum(float((seen[2][k][cont] - trajs[2]["initial_state"][k][cont]).pow(2).sum()) for k in keys)
+    den = sum(float(trajs[2]["initial_state"][k][cont].pow(2).sum()) for k in keys)
+    assert session.stats["sensitivity_staleness"] == pytest.approx((num / den) ** 0.5, rel=1e-9)
+    assert session.stats["sensitivity_staleness"] > 0
     for k in set(seen[2]) - set(keys):  # the hidden state stays the actor's
         assert torch.equal(seen[2][k], trajs[2]["initial_state"][k])
     session.close()
