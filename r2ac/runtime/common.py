@@ -210,14 +210,14 @@ class TrainingSession(RunSession):
                 found.append((j, kept[1]))
         if found:
             st = dict(batch["initial_state"])
+            idx = torch.tensor([j for j, _ in found], dtype=torch.int64)
             diff = norm = 0.0
             for k in keys:
-                st[k] = st[k].clone()
-                for j, sens in found:
-                    shipped = st[k][j]
-                    diff += float((sens[k].to(shipped) - shipped).pow(2).sum())
-                    norm += float(shipped.pow(2).sum())
-                    st[k][j] = sens[k]
+                own = torch.stack([sens[k] for _, sens in found]).to(st[k])
+                shipped = st[k][idx]
+                diff += float((own - shipped).pow(2).sum())
+                norm += float(shipped.pow(2).sum())
+                st[k] = st[k].index_copy(0, idx, own)
             batch["initial_state"] = st
             # how stale the shipped sensitivities were: |S_learner - S_actor| / |S_actor| over the replaced columns
             self.stats_extra["sensitivity_staleness"] = math.sqrt(diff / norm) if norm > 0 else 0.0
