@@ -7,7 +7,7 @@ import torch
 import r2ac.cores as cores
 from r2ac.cores.columnar import CCN, Columnar, Constructive
 
-from coretools import rel_err as _rel_err, segment_grads as _segment_grads, sequence
+from coretools import assert_tbptt_segments_independent, rel_err as _rel_err, segment_grads as _segment_grads, sequence
 
 T, B, D, N = 200, 3, 5, 4
 
@@ -21,12 +21,6 @@ def _data(seed=0, T=T, B=B, D=D, N=N, p_reset=0.03):
 
 def _buffers(core):
     return {k: v.clone() for k, v in core.named_buffers()}
-
-
-def _restore(core, bufs):
-    with torch.no_grad():
-        for k, v in core.named_buffers():
-            v.copy_(bufs[k])
 
 
 
@@ -297,24 +291,7 @@ def test_tbptt_segments_are_independent(cls):
     core = cls(D, N, learning="tbptt", **opts)
     if cls is not Columnar:
         core.advance_stage()
-    w = torch.randn(40, B, N)
-    st = core.initial_state(B)
-    bufs = _buffers(core)
-    with torch.no_grad():
-        _, st_mid = core(x[:20], st, reset[:20])
-    core.eval()  # frozen statistics, so that the two ways of running see the same normalisation
-    core.zero_grad()
-    y, _ = core(x[20:], st_mid, reset[20:], return_state=False)
-    (y * w[20:]).sum().backward()
-    g_alone = {n: p.grad.clone() for n, p in core.named_parameters() if p.grad is not None}
-    g_seg = _segment_grads(core, x, reset, w, 20)
-    core.zero_grad()
-    y, _ = core(x[:20], st, reset[:20])
-    (y * w[:20]).sum().backward()
-    _restore(core, bufs)
-    for n, p in core.named_parameters():
-        if p.grad is not None:
-            assert torch.allclose(g_seg[n], g_alone[n] + p.grad, atol=1e-12), n
+    assert_tbptt_segments_independent(core, x, reset, torch.randn(40, B, N), 20)
 
 
 def test_ccn_optimizer_built_at_start_learns_later_stages_and_keeps_frozen_ones():

@@ -8,7 +8,8 @@ import torch
 
 from r2ac.cores import CORES, make_core, rtrl_cores
 
-from coretools import rel_err as _rel_err, segment_grads as _segment_grads, sequence, state_shapes_over_T
+from coretools import (assert_carried_matches_stepwise, assert_tbptt_segments_independent, rel_err as _rel_err,
+                       segment_grads as _segment_grads, sequence, state_shapes_over_T)
 
 T, B, D, N = 200, 3, 5, 4
 
@@ -79,14 +80,8 @@ def test_elstm_carried_sensitivities_match_paper_recursion(seg):
     x, reset, _ = _data(seed=1, T=100)
     core = _elstm("rtrl", seed=1)
     ref = _paper_stepwise(core, x, reset)
-    state = core.initial_state(B)
-    with torch.no_grad():
-        for s in range(0, 100, seg):
-            _, state = core(x[s:s + seg], state, reset[s:s + seg])
-            r = ref[min(s + seg, 100) - 1]
-            assert torch.allclose(state["c"], r["c"], rtol=1e-12, atol=1e-13)
-            for k in ("F", "Z", "w_f", "w_z", "b_f", "b_z"):
-                assert torch.allclose(state["dc_d" + k], r[k], rtol=1e-10, atol=1e-12), k
+    keys = ("F", "Z", "w_f", "w_z", "b_f", "b_z")
+    assert_carried_matches_stepwise(core, x, reset, ref, seg, {k: (lambda st, k=k: st["dc_d" + k]) for k in keys})
 
 
 def test_elstm_gradient_from_paper_sensitivities():
@@ -156,20 +151,7 @@ def test_every_core_contract_and_tbptt_truncation(name):
     core = make_core(name, D, N, learning="tbptt").eval()  # eval: no constructive-stage side effects
     w = torch.randn(40, B, core.output_size)
     # TBPTT gradient of a segment equals the gradient of that segment run alone from the detached state
-    st = core.initial_state(B)
-    with torch.no_grad():
-        _, st_mid = core(x[:20], st, reset[:20])
-    core.zero_grad()
-    y, _ = core(x[20:], st_mid, reset[20:], return_state=False)
-    (y * w[20:]).sum().backward()
-    g_alone = {n: p.grad.clone() for n, p in core.named_parameters() if p.grad is not None}
-    g_seg = _segment_grads(core, x, reset, w, 20)
-    core.zero_grad()
-    y, _ = core(x[:20], st, reset[:20])
-    (y * w[:20]).sum().backward()
-    for n, p in core.named_parameters():
-        if p.grad is not None:
-            assert torch.allclose(g_seg[n], g_alone[n] + p.grad, atol=1e-12), n
+    assert_tbptt_segments_independent(core, x, reset, w, 20)
     if not CORES[name].supports_rtrl:
         with pytest.raises(ValueError, match="elstm"):
             make_core(name, D, N, learning="rtrl")
