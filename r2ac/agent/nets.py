@@ -19,11 +19,32 @@ from r2ac.cores import make_core
 from r2ac.cores.base import State
 
 
+#: ``input_scale: auto`` for image frames that enter the core without a stem (``stem: none``)
+RAW_PIXEL_INPUT_SCALE = 0.1
+
+
+def resolve_input_scale(input_scale: float | str, stem) -> float:
+    """``model.input_scale`` as a number. ``"auto"``: :data:`RAW_PIXEL_INPUT_SCALE` when raw image frames enter
+    the core (stem ``none`` on (C, H, W) observations), 1 otherwise.
+
+    Why raw pixels are scaled down: Adam moves every input weight by about the learning rate per update, and
+    the hundreds of pixels of a uniform frame (a cue colour, a noise frame's mean grey) all move the same way,
+    so a gate's pre-activation on such a frame moves by hundreds of learning rates per update. Scaling the
+    frames by 0.1 takes the same factor off that step (docs/results.md, "Input scale").
+    """
+    if input_scale == "auto":
+        raw_pixels = getattr(stem, "kind", None) == "none" and getattr(stem, "is_image", False)
+        return RAW_PIXEL_INPUT_SCALE if raw_pixels else 1.0
+    if isinstance(input_scale, bool) or not isinstance(input_scale, (int, float)) or not input_scale > 0:
+        raise ValueError(f"input_scale must be a number > 0 or 'auto', got {input_scale!r}")
+    return float(input_scale)
+
+
 class AgentNet(nn.Module):
     def __init__(self, observation_shape: Tuple[int, ...], num_actions: int, *, stem: str = "impala",
                  stem_channels=(16, 32, 32), stem_fc: int = 256, core: str = "elstm", hidden_size: int = 512,
                  learning: str = "rtrl", core_options: Optional[dict] = None, reward_input: bool = True,
-                 prev_action_input: bool = False, reward_clip: float = 1.0, input_scale: float = 1.0):
+                 prev_action_input: bool = False, reward_clip: float = 1.0, input_scale: float | str = "auto"):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -31,7 +52,7 @@ class AgentNet(nn.Module):
         self.reward_input = reward_input
         self.prev_action_input = prev_action_input
         self.reward_clip = float(reward_clip)
-        self.input_scale = float(input_scale)
+        self.input_scale = resolve_input_scale(input_scale, self.stem)
         self.core_input_size = inputs.core_input_size(self.stem.output_size, reward_input, prev_action_input,
                                                       num_actions)
         self.core = make_core(core, self.core_input_size, hidden_size, learning=learning, **(core_options or {}))

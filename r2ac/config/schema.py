@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import difflib
 import math
+import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -87,8 +88,9 @@ class ModelConfig:
     core_options: dict = _f({}, "free-form keyword arguments for the core constructor")
     reward_input: bool = _f(True, "feed the previous reward to the core")
     prev_action_input: bool = _f(False, "feed the previous action (one-hot) to the core")
-    input_scale: float = _f(1.0, "multiplies the stem's features before they enter the core (pixels with stem "
-                            "'none' arrive in [0, 1])", gt=0.0)
+    input_scale: float | Literal["auto"] = _f(
+        "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "
+        "with stem 'none' (raw pixels in [0, 1]; docs/results.md says why), 1 otherwise", gt=0.0)
 
 
 @dataclass
@@ -268,7 +270,13 @@ def _join(prefix: str, key: Any) -> str:
     return f"{prefix}.{key}" if prefix else str(key)
 
 
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (typing.Union, types.UnionType)
+
+
 def _type_name(tp: Any) -> str:
+    if _is_union(tp):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
     if typing.get_origin(tp) is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
     if typing.get_origin(tp) is list:
@@ -327,6 +335,14 @@ def _coerce(value: Any, tp: Any, key: str, errors: list[str]) -> Any:
     """
     bad = dataclasses.MISSING
     origin = typing.get_origin(tp)
+
+    if _is_union(tp):
+        for member in typing.get_args(tp):
+            v = _coerce(value, member, key, [])
+            if v is not bad:
+                return v
+        errors.append(f"{key}: expected {_type_name(tp)}, got {_show(value)}")
+        return bad
 
     if origin is Literal:
         allowed = typing.get_args(tp)

@@ -11,9 +11,9 @@ import torch
 from r2ac.agent.actor import Actor
 from r2ac.agent.learner import Learner, NonFiniteLossError
 from r2ac.agent.losses import impala_loss
-from r2ac.agent.nets import AgentNet
+from r2ac.agent.nets import RAW_PIXEL_INPUT_SCALE, AgentNet
 from r2ac.agent.trajectory import Batcher, concat, validate
-from r2ac.config import load_config
+from r2ac.config import ConfigError, load_config
 from r2ac.envs import make_vec_env
 
 M = 6
@@ -278,8 +278,8 @@ def test_input_scale_multiplies_the_features_only():
     cfg = load_config("configs/quickstart.yaml", ["model.input_scale=4.0", "env.options={corridor_length: 4}"])
     venv = make_vec_env("tmaze", 2, 0, corridor_length=4)
     net = AgentNet.from_config(cfg.model, venv.observation_shape, venv.num_actions)
-    plain = AgentNet.from_config(load_config("configs/quickstart.yaml", []).model, venv.observation_shape,
-                                 venv.num_actions)
+    plain = AgentNet.from_config(load_config("configs/quickstart.yaml", ["model.input_scale=1"]).model,
+                                 venv.observation_shape, venv.num_actions)
     obs = torch.from_numpy(venv.reset()).unsqueeze(0)
     feats = net.features(obs)
     reward, action = torch.full((1, 2), 0.5), torch.zeros(1, 2, dtype=torch.int64)
@@ -288,3 +288,20 @@ def test_input_scale_multiplies_the_features_only():
     assert feats.abs().max() > 0
     with pytest.raises(Exception, match="input_scale"):
         load_config("configs/quickstart.yaml", ["model.input_scale=0"])
+
+
+@pytest.mark.parametrize("stem, shape, expected", [("none", (3, 8, 8), RAW_PIXEL_INPUT_SCALE), ("none", (5,), 1.0),
+                                                   ("impala", (3, 16, 16), 1.0), ("mlp", (5,), 1.0)])
+def test_input_scale_auto_scales_raw_pixels_only(stem, shape, expected):
+    """input_scale 'auto' (the default): raw image frames into the core (stem none) are scaled by 0.1, stem
+    features and vector observations are not; a number overrides it."""
+    cfg = load_config("configs/quickstart.yaml", [f"model.stem={stem}"])
+    assert cfg.model.input_scale == "auto"
+    assert AgentNet.from_config(cfg.model, shape, 3).input_scale == expected
+    cfg = load_config("configs/quickstart.yaml", [f"model.stem={stem}", "model.input_scale=0.5"])
+    assert AgentNet.from_config(cfg.model, shape, 3).input_scale == 0.5
+    for bad in ("autoo", "true"):
+        with pytest.raises(ConfigError, match=r"model\.input_scale: expected a number or one of 'auto'"):
+            load_config("configs/quickstart.yaml", [f"model.input_scale={bad}"])
+    with pytest.raises(ValueError, match="input_scale must be a number > 0 or 'auto'"):
+        AgentNet((5,), 3, stem="none", input_scale="big")
