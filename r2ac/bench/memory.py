@@ -40,6 +40,9 @@ Writes ``<out>/memory_runs.csv`` (one row per run), ``<out>/memory.csv`` (median
 directory under ``<out>/runs``; a finished run is not run again (the command resumes a bench).
 ``--report`` trains nothing: it rebuilds the table, CSVs and plot from the finished runs of the selection
 that exist under ``<out>/runs`` (e.g. after benches of different methods or seeds wrote to one ``--out``).
+``--matrix DIR...`` trains nothing either: it gathers the ``memory_runs.csv`` of several benches into one
+table of the suite (a row per task and span, a column per method; ``matrix.md``, ``matrix.csv`` and a heat
+map ``matrix.png`` under ``--out``).
 """
 
 from __future__ import annotations
@@ -240,6 +243,126 @@ def markdown_table(runs: List[Dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+NO_THRESHOLD = ("watermaze",)  # the return counts goals found: no success line, the matrix shows the return
+MATRIX_COLUMNS = ["task", "span", "method", "seeds", "solved", "min_solved_min", "max_solved_min", "final_min",
+                  "final_max", "min_held", "run_min", "run_Msteps", "source"]
+
+
+def read_runs_csv(path: str) -> List[Dict]:
+    """The rows of a bench's ``memory_runs.csv`` with numbers as floats (empty fields: NaN)."""
+    out = []
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            row: Dict = {"task": r["task"], "span": int(r["span"]), "method": r["method"], "seed": int(r["seed"]),
+                         "status": r["status"]}
+            for k in RUN_COLUMNS[5:]:
+                row[k] = float(r[k]) if r.get(k) not in (None, "") else math.nan
+            out.append(row)
+    return out
+
+
+def matrix(dirs: Sequence[str]) -> List[Dict]:
+    """One row per (task, span, method) over the benches in ``dirs`` (each with a ``memory_runs.csv``); a
+    seed that several directories ran counts as the last one's run (e.g. a longer rerun of one seed)."""
+    by_seed: Dict[tuple, tuple] = {}
+    for d in dirs:
+        path = os.path.join(d, "memory_runs.csv")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path} does not exist: --matrix takes directories that a bench wrote "
+                                    "(its --out), e.g. results/memory/scaled/span100")
+        for r in read_runs_csv(path):
+            by_seed[r["task"], r["span"], r["method"], r["seed"]] = (d, r)
+    cells: Dict[tuple, tuple] = {}
+    for (task, span, method, _), (d, r) in by_seed.items():
+        srcs, rs = cells.setdefault((task, span, method), ([], []))
+        rs.append(r)
+        if d not in srcs:
+            srcs.append(d)
+    out = []
+    for (task, span, method), (srcs, rs) in cells.items():
+        solved = [r["solved_s"] / 60 for r in rs if not math.isnan(r["solved_s"])]
+        finals = [r["final"] for r in rs if not math.isnan(r["final"])]
+        walls = [r["wall_s"] / 60 for r in rs if not math.isnan(r["wall_s"])]
+        steps = [r["steps"] / 1e6 for r in rs if not math.isnan(r["steps"])]
+        held = [r["held"] for r in rs if not math.isnan(r["solved_s"]) and not math.isnan(r["held"])]
+        out.append({"task": task, "span": span, "method": method, "seeds": len(rs), "solved": len(solved),
+                    "min_solved_min": min(solved, default=math.nan), "max_solved_min": max(solved, default=math.nan),
+                    "final_min": min(finals, default=math.nan), "final_max": max(finals, default=math.nan),
+                    "min_held": min(held, default=math.nan), "run_min": max(walls, default=math.nan),
+                    "run_Msteps": max(steps, default=math.nan), "source": " ".join(srcs)})
+    known = list(TASKS)
+    out.sort(key=lambda r: (known.index(r["task"]) if r["task"] in known else len(known), r["task"], r["span"],
+                            METHODS.index(r["method"]) if r["method"] in METHODS else len(METHODS)))
+    return out
+
+
+def matrix_cell(row: Dict) -> str:
+    """``3/3 in 2.0-3.7 min, held 0.902`` / ``1/3 in 2.1 min, held 0.652, final 0.34-0.67`` / ``0/3, final
+    0.29-0.37``, then the length of the longest run (``held``: the lowest success after solving, rounded
+    down); for a task without a success line the final return instead."""
+    def span_of(lo, hi, fmt):
+        return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}-{fmt.format(hi)}"
+
+    finals = span_of(row["final_min"], row["final_max"], "{:.2f}")
+    runs = (f" ({row['run_min']:.0f} min, {row['run_Msteps']:.1f} M steps)" if not math.isnan(row["run_min"])
+            else "")
+    if row["task"] in NO_THRESHOLD:
+        return f"return {finals}{runs}"
+    head = f"{row['solved']}/{row['seeds']}"
+    if row["solved"]:
+        head += f" in {span_of(row['min_solved_min'], row['max_solved_min'], '{:.1f}')} min"
+        if not math.isnan(row["min_held"]):
+            head += f", held {math.floor(row['min_held'] * 1000 + 1e-9) / 1000:.3f}"
+    if row["solved"] < row["seeds"]:
+        head += f", final {finals}"
+    return head + runs
+
+
+def matrix_markdown(rows: List[Dict]) -> str:
+    """The suite as one table: a row per (task, span), a column per method that any bench ran."""
+    methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    methods += sorted({r["method"] for r in rows} - set(methods))
+    by_cell = {(r["task"], r["span"], r["method"]): r for r in rows}
+    lines = ["| task | span | " + " | ".join(methods) + " |", "| " + " | ".join(["---"] * (2 + len(methods))) + " |"]
+    for task, span in dict.fromkeys((r["task"], r["span"]) for r in rows):
+        cells = [matrix_cell(by_cell[task, span, m]) if (task, span, m) in by_cell else "not run" for m in methods]
+        lines.append(f"| {task} | {span} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_matrix(rows: List[Dict], path: str) -> None:
+    """A heat map of the suite: the fraction of seeds solved per (task, span) and method, the cell's text."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    methods += sorted({r["method"] for r in rows} - set(methods))
+    keys = list(dict.fromkeys((r["task"], r["span"]) for r in rows))
+    by_cell = {(r["task"], r["span"], r["method"]): r for r in rows}
+    frac = np.full((len(keys), len(methods)), np.nan)
+    fig, ax = plt.subplots(figsize=(2.6 * len(methods) + 2.2, 0.5 * len(keys) + 1.4))
+    for i, (task, span) in enumerate(keys):
+        for j, m in enumerate(methods):
+            r = by_cell.get((task, span, m))
+            if r is None:
+                ax.text(j, i, "not run", ha="center", va="center", fontsize=6, color="grey")
+                continue
+            if task not in NO_THRESHOLD:
+                frac[i, j] = r["solved"] / r["seeds"]
+            ax.text(j, i, matrix_cell(r).replace(", final", "\nfinal").replace(" (", "\n("), ha="center",
+                    va="center", fontsize=5.5)
+    ax.imshow(frac, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto", alpha=0.55)
+    ax.set_xticks(range(len(methods)), methods)
+    ax.set_yticks(range(len(keys)), [f"{t}, span {s}" for t, s in keys], fontsize=7)
+    ax.set_title("r2ac bench memory: seeds that reached the success line (colour), time to it, final success")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def plot(runs: List[Dict], curves: Dict[str, list], path: str, threshold: float, minutes: float) -> None:
     import matplotlib
 
@@ -297,9 +420,27 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--out", default="bench_out/memory")
     p.add_argument("--report", action="store_true",
                    help="train nothing: table, CSVs and plot from the finished runs of the selection under --out")
+    p.add_argument("--matrix", nargs="+", metavar="DIR",
+                   help="train nothing: one table of the suite (matrix.md, matrix.csv, matrix.png under --out) "
+                        "from the memory_runs.csv of these bench directories; a later directory's cell replaces "
+                        "an earlier one's")
     p.add_argument("overrides", nargs="*",
                    help="key=value overrides applied to every run (e.g. learner.learning_rate=3e-3)")
     args = p.parse_args(argv)
+    if args.matrix:
+        try:
+            rows = matrix(args.matrix)
+        except FileNotFoundError as e:
+            p.error(str(e))
+        os.makedirs(args.out, exist_ok=True)
+        write_csv(os.path.join(args.out, "matrix.csv"), rows, MATRIX_COLUMNS)
+        with open(os.path.join(args.out, "matrix.md"), "w") as f:
+            f.write(matrix_markdown(rows))
+        plot_matrix(rows, os.path.join(args.out, "matrix.png"))
+        print(matrix_markdown(rows))
+        print(f"{len(rows)} cells from {len(args.matrix)} benches. CSV: {args.out}/matrix.csv; table: "
+              f"{args.out}/matrix.md; plot: {args.out}/matrix.png")
+        return 0
     tasks = list(TASKS) if args.tasks == "all" else [t.strip() for t in args.tasks.split(",") if t.strip()]
     methods = list(METHODS) if args.methods == "all" else [m.strip() for m in args.methods.split(",") if m.strip()]
     bad = [t for t in tasks if t not in TASKS] + [m for m in methods if m not in METHODS]

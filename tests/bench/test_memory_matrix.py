@@ -1,0 +1,56 @@
+"""``r2ac bench memory --matrix``: the suite table gathered from the memory_runs.csv of several benches."""
+
+import csv
+import math
+
+import pytest
+
+from r2ac.bench.common import write_csv
+from r2ac.bench.memory import RUN_COLUMNS, main, matrix, matrix_cell
+
+
+def _run(task, span, method, seed, solved_s=math.nan, final=0.33, held=math.nan, wall_s=120.0, steps=1e6):
+    return {"task": task, "span": span, "method": method, "seed": seed, "status": "stopped: time limit",
+            "steps": steps, "wall_s": wall_s, "steps_per_s": steps / wall_s, "solved_s": solved_s,
+            "solved_steps": math.nan if math.isnan(solved_s) else 1e5, "best": max(final, 0.5), "final": final,
+            "held": held, "settled": math.nan}
+
+
+def _bench(path, runs):
+    path.mkdir()
+    write_csv(str(path / "memory_runs.csv"), runs, RUN_COLUMNS)
+    return str(path)
+
+
+def test_matrix_gathers_benches_and_a_later_seed_replaces_an_earlier_one(tmp_path, capsys):
+    first = _bench(tmp_path / "a", [
+        _run("cue-pixels", 100, "rtrl", 0, solved_s=60.0, final=1.0, held=0.9049),
+        _run("cue-pixels", 100, "rtrl", 1, final=0.62, wall_s=720.0),
+        _run("cue-pixels", 100, "tbptt", 0, final=0.34), _run("cue-pixels", 100, "tbptt", 1, final=0.36),
+        _run("watermaze", 100, "rtrl", 0, final=2.46), _run("watermaze", 100, "rtrl", 1, final=2.58)])
+    longer = _bench(tmp_path / "b", [_run("cue-pixels", 100, "rtrl", 1, solved_s=1050.0, final=0.95, held=0.903,
+                                          wall_s=1400.0, steps=7.7e6)])
+    out = tmp_path / "out"
+    assert main(["--matrix", first, longer, "--out", str(out)]) == 0
+
+    rows = {(r["task"], r["method"]): r for r in matrix([first, longer])}
+    rtrl = rows["cue-pixels", "rtrl"]
+    assert (rtrl["seeds"], rtrl["solved"]) == (2, 2)  # seed 1 is the longer bench's run, which solved
+    assert rtrl["max_solved_min"] == pytest.approx(17.5) and rtrl["source"] == f"{first} {longer}"
+    assert matrix_cell(rtrl) == "2/2 in 1.0-17.5 min, held 0.903 (23 min, 7.7 M steps)"
+    assert matrix_cell(rows["cue-pixels", "tbptt"]) == "0/2, final 0.34-0.36 (2 min, 1.0 M steps)"
+    assert matrix_cell(rows["watermaze", "rtrl"]) == "return 2.46-2.58 (2 min, 1.0 M steps)"
+
+    table = (out / "matrix.md").read_text().splitlines()
+    assert table[0] == "| task | span | rtrl | tbptt |"
+    assert table[3].startswith("| watermaze | 100 | return 2.46-2.58") and table[3].endswith("| not run |")
+    assert len(list(csv.DictReader(open(out / "matrix.csv")))) == 3
+    assert (out / "matrix.png").stat().st_size > 1000
+    assert "3 cells from 2 benches" in capsys.readouterr().out
+
+
+def test_matrix_names_a_directory_that_is_not_a_bench(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--matrix", str(tmp_path), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert "memory_runs.csv does not exist" in err and "its --out" in err
