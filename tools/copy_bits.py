@@ -46,17 +46,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=2000)
     p.add_argument("--out", default="", help="also write the table as CSV here")
     a = p.parse_args(argv)
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny batches: a thread pool only adds waiting on a busy machine
     rows = []
-    for run in a.runs:
-        for greedy in (False, True):
-            policy = load(run, greedy=greedy)
-            cfg = policy.config
-            if cfg.env.id != "copy":
-                raise SystemExit(f"copy_bits: {run} is a run of env {cfg.env.id!r}, not of the copy task")
-            opts = dict(cfg.env.options)
-            acc = bit_accuracy(policy, int(opts.get("span", 100)), int(opts.get("symbols", 3)), a.episodes)
-            rows.append([os.path.basename(os.path.normpath(run)), "greedy" if greedy else "sampled", *acc])
+    try:
+        for run in a.runs:
+            for greedy in (False, True):
+                policy = load(run, greedy=greedy)
+                cfg = policy.config
+                if cfg.env.id != "copy":
+                    raise SystemExit(f"copy_bits: {run} is a run of env {cfg.env.id!r}, not of the copy task")
+                opts = dict(cfg.env.options)
+                acc = bit_accuracy(policy, int(opts.get("span", 100)), int(opts.get("symbols", 3)), a.episodes)
+                rows.append([os.path.basename(os.path.normpath(run)), "greedy" if greedy else "sampled", *acc])
+    finally:
+        torch.set_num_threads(threads)
     symbols = len(rows[0]) - 3
     print("| run | actions | " + " | ".join(f"bit {k + 1}" for k in range(symbols)) + " | all bits right |")
     print("| " + " | ".join(["---"] * (symbols + 3)) + " |")

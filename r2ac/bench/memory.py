@@ -422,8 +422,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="train nothing: table, CSVs and plot from the finished runs of the selection under --out")
     p.add_argument("--matrix", nargs="+", metavar="DIR",
                    help="train nothing: one table of the suite (matrix.md, matrix.csv, matrix.png under --out) "
-                        "from the memory_runs.csv of these bench directories; a later directory's cell replaces "
-                        "an earlier one's")
+                        "from the memory_runs.csv of these bench directories; a seed that a later directory ran "
+                        "again counts as that run")
     p.add_argument("overrides", nargs="*",
                    help="key=value overrides applied to every run (e.g. learner.learning_rate=3e-3)")
     args = p.parse_args(argv)
