@@ -1,22 +1,11 @@
 """tools/copy_bits.py: per-position accuracy on the copy task, checked with scripted policies and a real run."""
 
 import csv
-import importlib.util
-import os
 
 import numpy as np
 import pytest
 
 from r2ac.cli import main
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("copy_bits", os.path.join(REPO, "tools", "copy_bits.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 class Recorder:
@@ -40,8 +29,8 @@ class Recorder:
         return np.zeros(len(obs), dtype=np.int64), state
 
 
-def test_bit_accuracy_lines_up_each_query_with_its_bit():
-    tool = _tool()
+def test_bit_accuracy_lines_up_each_query_with_its_bit(load_tool):
+    tool = load_tool("copy_bits")
     acc = tool.bit_accuracy(Recorder(keep=3), span=5, symbols=3, episodes=400)
     assert acc.tolist() == [1.0, 1.0, 1.0, 1.0]
     acc = tool.bit_accuracy(Recorder(keep=1), span=5, symbols=3, episodes=4000)
@@ -50,12 +39,12 @@ def test_bit_accuracy_lines_up_each_query_with_its_bit():
     assert acc[3] == pytest.approx(0.25, abs=0.04)
 
 
-def test_copy_bits_reads_a_real_run(tmp_path, capsys):
+def test_copy_bits_reads_a_real_run(tmp_path, capsys, load_tool):
     run = tmp_path / "run"
     assert main(["train", "quickstart", f"run_dir={run}", "env.id=copy", "env.options={span: 2, symbols: 2}",
                  "env.num_envs=4", "learner.batch_size=2", "model.hidden_size=8", "total_steps=400",
                  "logger.progress_bar=false", "logger.log_interval_s=0.2", "checkpoint.interval_s=.inf"]) == 0
-    tool = _tool()
+    tool = load_tool("copy_bits")
     out = tmp_path / "bits.csv"
     assert tool.main([str(run), "--episodes", "200", "--out", str(out)]) == 0
     assert "| run | actions | bit 1 | bit 2 | all bits right |" in capsys.readouterr().out

@@ -1,29 +1,18 @@
 """tools/gate_drive.py on a real (tiny) delayed-cue run: the keep gate's drive by cue and noise frames."""
 
 import csv
-import importlib.util
-import os
 
 import pytest
 
 from r2ac.cli import main
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("gate_drive", os.path.join(REPO, "tools", "gate_drive.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_gate_drive_reads_a_run_and_scales_as_the_run_did(tmp_path, capsys):
+def test_gate_drive_reads_a_run_and_scales_as_the_run_did(tmp_path, capsys, load_tool):
     run = tmp_path / "run"
     assert main(["train", "quickstart", f"run_dir={run}", "env.id=cue", "env.options={span: 3, distractors: 0.5}",
                  "env.num_envs=4", "learner.batch_size=2", "model.hidden_size=8", "total_steps=400",
                  "logger.progress_bar=false", "logger.log_interval_s=0.2", "checkpoint.interval_s=.inf"]) == 0
-    tool = _tool()
+    tool = load_tool("gate_drive")
     rows = {}
     for scale, out in (("auto", tmp_path / "auto.csv"), ("1", tmp_path / "one.csv")):
         assert tool.main([str(run), "--out", str(out), "--set", f"model.input_scale={scale}"]) == 0
