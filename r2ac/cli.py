@@ -112,6 +112,8 @@ def _eval(args) -> int:
     print(f"{res['sets']} sets x {res['episodes']} episodes at step {res['step']} ({res['mode']} actions, seed "
           f"{res['seed']}): return {res['mean']:.3f} +- {res['std']:.3f} (set means "
           f"{[round(m, 3) for m in res['set_means']]})")
+    for key, stat in (res.get("episode_info") or {}).items():
+        print(f"  {key}: {stat['mean']:.3f} (mean over the {stat['count']} episodes where defined)")
     for path in res.get("videos") or ([res["video"]] if res.get("video") else []):
         print(f"video: {path}")
     return 0

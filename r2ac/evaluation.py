@@ -38,13 +38,18 @@ class EpisodeQuota:
         self.k = math.ceil(episodes / num_envs)
         self.per_env: List[List[float]] = [[] for _ in range(num_envs)]
         self.lengths: List[List[int]] = [[] for _ in range(num_envs)]
+        self.infos: List[List[Dict[str, float]]] = [[] for _ in range(num_envs)]
 
-    def add(self, done, episode_return, episode_length=None) -> None:
-        """One vector step: ``done`` [B] bool, ``episode_return`` [B] (the finished episodes' returns)."""
+    def add(self, done, episode_return, episode_length=None, info: Optional[Dict[str, Any]] = None) -> None:
+        """One vector step: ``done`` [B] bool, ``episode_return`` [B] (the finished episodes' returns);
+        ``info``: the env's step info, whose episode-end statistics (:func:`episode_end_stats`) are kept
+        with each taken episode."""
+        stats = episode_end_stats(info, len(self.per_env)) if info is not None else {}
         for e in np.flatnonzero(np.asarray(done)):
             if len(self.per_env[e]) < self.k:
                 self.per_env[e].append(float(np.asarray(episode_return)[e]))
                 self.lengths[e].append(int(np.asarray(episode_length)[e]) if episode_length is not None else 0)
+                self.infos[e].append({key: float(v[e]) for key, v in stats.items()})
 
     def full(self) -> bool:
         return all(len(r) >= self.k for r in self.per_env)
@@ -57,6 +62,40 @@ class EpisodeQuota:
     def episode_lengths(self) -> List[int]:
         out = [n[i] for i in range(self.k) for n in self.lengths]
         return out[:self.episodes]
+
+    def episode_infos(self) -> List[Dict[str, float]]:
+        """The episode-end statistics of the taken episodes, in the order of :meth:`returns`."""
+        out = [d[i] for i in range(self.k) for d in self.infos]
+        return out[:self.episodes]
+
+
+# Per-step keys of every vector env's info, not statistics of the task.
+_STANDARD_INFO_KEYS = frozenset({"episode_return", "episode_length", "truncated", "env_failure"})
+
+
+def episode_end_stats(info: Dict[str, Any], num_envs: int) -> Dict[str, np.ndarray]:
+    """The task's own episode-end numbers in a vector env's step ``info``: every float array of shape
+    ``[num_envs]`` other than the return, length and truncation flags (e.g. the watermaze's
+    ``goals_found``, ``steps_to_first_goal`` and ``mean_steps_to_goal_after_first``, the recall tasks'
+    ``success``). NaN where an env's episode did not end, or where the number is undefined."""
+    out = {}
+    for key, value in info.items():
+        if key in _STANDARD_INFO_KEYS or not isinstance(value, np.ndarray):
+            continue
+        if value.shape == (num_envs,) and np.issubdtype(value.dtype, np.floating):
+            out[key] = value
+    return out
+
+
+def summarize_episode_infos(infos: List[Dict[str, float]]) -> Dict[str, Dict[str, float]]:
+    """Per statistic: ``mean`` over the episodes where it is defined (not NaN) and their ``count``."""
+    keys = sorted({k for d in infos for k in d})
+    out = {}
+    for key in keys:
+        vals = np.array([d.get(key, np.nan) for d in infos], dtype=np.float64)
+        ok = ~np.isnan(vals)
+        out[key] = {"mean": float(vals[ok].mean()) if ok.any() else float("nan"), "count": int(ok.sum())}
+    return out
 
 
 def _frame(obs: np.ndarray) -> Optional[np.ndarray]:
@@ -159,14 +198,14 @@ def play(policy, venv, episodes: int, *, greedy: bool = False, record: Optional[
                 frames.append(f)
         action, state = policy.act(obs, state, reward=reward, done=done, greedy=greedy)
         obs, reward, done, info = venv.step(action)
-        quota.add(done, info["episode_return"], info.get("episode_length"))
+        quota.add(done, info["episode_return"], info.get("episode_length"), info)
         if frames is not None and done[0]:
             videos = write_videos(frames, record)
             frames = None
         steps += 1
         if max_steps is not None and steps >= max_steps:
             raise RuntimeError(f"evaluation did not finish {episodes} episodes within {max_steps} steps")
-    return {"returns": quota.returns(), "lengths": quota.episode_lengths(),
+    return {"returns": quota.returns(), "lengths": quota.episode_lengths(), "infos": quota.episode_infos(),
             "video": videos[0] if videos else None, "videos": videos}
 
 
@@ -190,8 +229,8 @@ def evaluate_policy(policy, cfg, *, sets: int, episodes: int, seed: int, greedy:
             "mean": float(np.mean(set_means)), "std": float(np.std(set_means)),
             "min": float(np.min(returns)), "max": float(np.max(returns)),
             "mean_length": float(np.mean(out["lengths"])) if out["lengths"] else float("nan"),
-            "set_means": set_means, "episode_returns": [float(r) for r in returns], "video": out["video"],
-            "videos": out["videos"]}
+            "set_means": set_means, "episode_returns": [float(r) for r in returns],
+            "episode_info": summarize_episode_infos(out["infos"]), "video": out["video"], "videos": out["videos"]}
 
 
 def append_eval_csv(run_dir: str, result: Dict[str, Any]) -> str:
@@ -216,10 +255,15 @@ def read_eval_csv(path: str) -> List[Dict[str, str]]:
 
 
 def eval_metrics(result: Dict[str, Any]) -> Dict[str, float]:
-    """The numbers an evaluation logs (``eval/`` namespace)."""
-    return {"eval/return_mean": result["mean"], "eval/return_std": result["std"],
-            "eval/return_min": result["min"], "eval/return_max": result["max"],
-            "eval/episode_length": result["mean_length"], "eval/episodes": result["sets"] * result["episodes"]}
+    """The numbers an evaluation logs (``eval/`` namespace), the task's episode-end statistics as
+    ``eval/<name>`` (their means)."""
+    out = {"eval/return_mean": result["mean"], "eval/return_std": result["std"],
+           "eval/return_min": result["min"], "eval/return_max": result["max"],
+           "eval/episode_length": result["mean_length"], "eval/episodes": result["sets"] * result["episodes"]}
+    for key, stat in (result.get("episode_info") or {}).items():
+        if stat["count"] > 0:
+            out.setdefault(f"eval/{key}", stat["mean"])
+    return out
 
 
 def log_eval_to_backends(run_dir: str, cfg, result: Dict[str, Any]) -> None:

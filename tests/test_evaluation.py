@@ -25,6 +25,62 @@ def test_quota_rounds_up_and_validates():
         EpisodeQuota(0, 3)
 
 
+def test_quota_keeps_each_taken_episodes_end_statistics():
+    from r2ac.evaluation import summarize_episode_infos
+
+    q = EpisodeQuota(2, 3)
+    nan = float("nan")
+    q.add(np.array([True, False]), np.array([1.0, 0.0]),
+          info={"score": np.array([5.0, nan]), "truncated": np.array([0.0, 0.0]), "flag": np.array([1, 1])})
+    q.add(np.array([True, True]), np.array([2.0, 3.0]), info={"score": np.array([nan, 7.0])})
+    q.add(np.array([True, True]), np.array([9.0, 9.0]), info={"score": np.array([8.0, 8.0])})  # past the quota
+    assert q.returns() == [1.0, 3.0, 2.0]
+    infos = q.episode_infos()
+    assert [d["score"] for d in infos[:2]] == [5.0, 7.0] and np.isnan(infos[2]["score"])
+    assert set(infos[0]) == {"score"}  # standard keys and integer arrays are not task statistics
+    assert summarize_episode_infos(infos) == {"score": {"mean": 6.0, "count": 2}}
+    assert np.isnan(summarize_episode_infos([{"x": nan}])["x"]["mean"])
+
+
+def test_watermaze_statistics_tell_a_remembering_agent_from_a_searching_one():
+    """Through ``play``: a policy that searches at random until it has found the goal once and then walks
+    straight back to it (it peeks at the env's goal, standing in for a memory) returns in fewer steps
+    after the first find than before it; the pure random search does not."""
+    from r2ac.envs import make_vec_env
+    from r2ac.evaluation import play, summarize_episode_infos
+
+    class Scripted:
+        def __init__(self, venv, remember):
+            self.venv, self.remember, self.rng = venv, remember, np.random.default_rng(0)
+
+        def initial_state(self, n):
+            return np.zeros(n, dtype=bool)  # found the goal this episode
+
+        def act(self, obs, found, reward=None, done=None, greedy=False):
+            if done is not None:
+                found = np.where(done, False, found | (reward > 0))
+            action = self.rng.integers(0, 4, size=len(found))
+            if self.remember:
+                S = self.venv.core.size
+                ay, ax = np.divmod(self.venv.agent, S)
+                gy, gx = np.divmod(self.venv.goal, S)
+                home = np.where(gy < ay, 0, np.where(gx > ax, 1, np.where(gy > ay, 2, 3)))
+                action = np.where(found, home, action)
+            return action, found
+
+    stats = {}
+    for remember in (False, True):
+        venv = make_vec_env("watermaze", 8, 3, episode_length=200)
+        out = play(Scripted(venv, remember), venv, 48)
+        stats[remember] = summarize_episode_infos(out["infos"])
+        assert stats[remember]["goals_found"]["count"] == 48
+        assert stats[remember]["goals_found"]["mean"] == pytest.approx(np.mean(out["returns"]))
+    first, later = "steps_to_first_goal", "mean_steps_to_goal_after_first"
+    assert stats[True][later]["mean"] < 8 < stats[True][first]["mean"]  # straight back: at most 12 steps on 7x7
+    assert stats[False][later]["mean"] > 0.5 * stats[False][first]["mean"]
+    assert stats[True][later]["mean"] < 0.3 * stats[False][later]["mean"]
+
+
 # ------------------------------------------------------------------ evaluating trained runs (real training)
 
 import csv  # noqa: E402
@@ -82,7 +138,12 @@ def test_eval_cli_appends_rows_with_options(trained, capsys):
     before = len(_rows(trained / "eval.csv"))
     assert main(["eval", str(trained), "--greedy", "--episodes", "4", "--sets", "1", "--seed", "7",
                  "env.num_envs=2"]) == 0
-    assert "greedy actions, seed 7" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "greedy actions, seed 7" in out
+    # the T-maze's own episode-end statistic: success, which is the return (wrong_reward 0)
+    assert "success:" in out and "mean over the 4 episodes where defined" in out
+    res = json.load(open(trained / "eval.json"))
+    assert res["episode_info"]["success"] == {"mean": pytest.approx(res["mean"]), "count": 4}
     ckpts = sorted(int(p.name[5:-3]) for p in (trained / "checkpoints").glob("ckpt_*.pt"))
     assert main(["eval", str(trained), "--checkpoint", str(ckpts[0]), "--episodes", "2", "--sets", "2"]) == 0
     rows = _rows(trained / "eval.csv")
