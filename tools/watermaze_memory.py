@@ -1,0 +1,80 @@
+"""Does a trained watermaze agent remember where the goal is? For trained runs of
+``r2ac bench memory --tasks watermaze`` (docs/results.md, the watermaze rows of the suite).
+
+    python tools/watermaze_memory.py RUN_DIR [RUN_DIR ...] [--episodes N] [--seed S] [--out CSV]
+
+For each run: its newest checkpoint plays ``--episodes`` episodes of its own task (``env.options``) on
+fresh envs with sampled actions (as in training; ``r2ac eval``'s protocol), and the table gives the goals
+found per episode, the mean steps to the first find, the mean steps from a respawn back to the goal after
+it, and their ratio. The goal never moves within an episode, so an agent that remembers where it found it
+walks back in at most ``2 (size - 1)`` steps; one that only searches needs about as long as the first
+time. Both means count finds within the episode only, and a search cut off by the episode's end is not
+counted, which lowers the mean after the first find for any agent (a random walk on the default arena has
+a ratio of about 0.7-0.8): read an agent's ratio against a feed-forward agent's, not against 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+
+import numpy as np
+import torch
+
+from r2ac.api import load
+from r2ac.evaluation import evaluate_policy
+
+COLUMNS = ("run", "episodes", "goals_found", "steps_to_first_goal", "mean_steps_to_goal_after_first",
+           "after_over_first")
+
+
+def memory_row(policy, episodes: int, seed: int) -> dict:
+    """The watermaze statistics of ``policy`` (an ``r2ac.api.Policy``) over ``episodes`` test episodes."""
+    res = evaluate_policy(policy, policy.config, sets=1, episodes=episodes, seed=seed, greedy=False)
+    info = res["episode_info"]
+    missing = {"goals_found", "steps_to_first_goal", "mean_steps_to_goal_after_first"} - set(info)
+    if missing:
+        raise SystemExit(f"watermaze_memory: the env reports no {sorted(missing)}; is this the watermaze?")
+    first = info["steps_to_first_goal"]["mean"]
+    later = info["mean_steps_to_goal_after_first"]["mean"]
+    return {"episodes": episodes, "goals_found": info["goals_found"]["mean"], "steps_to_first_goal": first,
+            "mean_steps_to_goal_after_first": later, "after_over_first": later / first if first > 0 else np.nan}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("runs", nargs="+")
+    p.add_argument("--episodes", type=int, default=320)
+    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--out", default="", help="also write the table as CSV here")
+    a = p.parse_args(argv)
+    if a.episodes < 1:
+        raise SystemExit("watermaze_memory: --episodes must be >= 1")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny batches: a thread pool only adds waiting on a busy machine
+    rows = []
+    try:
+        for run in a.runs:
+            policy = load(run, greedy=False, seed=a.seed)
+            if policy.config.env.id != "watermaze":
+                raise SystemExit(f"watermaze_memory: {run} is a run of env {policy.config.env.id!r}, "
+                                 "not of the watermaze")
+            rows.append({"run": os.path.basename(os.path.normpath(run)), **memory_row(policy, a.episodes, a.seed)})
+    finally:
+        torch.set_num_threads(threads)
+    print("| run | goals per episode | steps to the first goal | steps back to it after | after / first |")
+    print("| --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['run']} | {r['goals_found']:.2f} | {r['steps_to_first_goal']:.1f} | "
+              f"{r['mean_steps_to_goal_after_first']:.1f} | {r['after_over_first']:.2f} |")
+    if a.out:
+        with open(a.out, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=COLUMNS)
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
