@@ -9,6 +9,8 @@ truncated gradient of the segment (Irie et al. 2024, Sec. 4), or none when it is
 from __future__ import annotations
 
 import math
+import statistics
+from collections import deque
 from typing import Dict, Optional
 
 import torch
@@ -21,6 +23,12 @@ from r2ac.cores.rtrl import CarryRecorder
 
 class NonFiniteLossError(RuntimeError):
     pass
+
+
+#: ``learner.grad_spike_factor``: the median is taken over the last SPIKE_WINDOW applied updates, and only once
+#: SPIKE_WARMUP of them exist
+SPIKE_WINDOW = 100
+SPIKE_WARMUP = 20
 
 
 def make_optimizer(params, cfg) -> torch.optim.Optimizer:
@@ -61,6 +69,11 @@ class Learner:
         self.updates = 0          # applied updates (= weight version)
         self.skipped = 0          # updates skipped for a non-finite loss or gradient
         self.nonfinite_in_row = 0
+        # learner.grad_spike_factor: the pre-clip gradient norms of the last applied updates, the updates
+        # skipped as spikes (in all and in a row)
+        self.recent_norms: deque = deque(maxlen=SPIKE_WINDOW)
+        self.spikes = 0
+        self.spikes_in_row = 0
         # learner.sensitivities=learner: the RTRL sensitivities at the end of each trained trajectory's M
         # steps, under the weights of that update (set by ``update``; None otherwise)
         self.end_sensitivities = None
@@ -106,6 +119,10 @@ class Learner:
         if not math.isfinite(stats["grad_norm"]):
             self.optimizer.zero_grad(set_to_none=True)
             return self._skip(stats, "gradient")
+        if self._is_spike(stats["grad_norm"]):
+            self.optimizer.zero_grad(set_to_none=True)
+            stats.update(skipped_updates=self.skipped, spike_skipped_updates=self.spikes)
+            return stats
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
@@ -114,7 +131,28 @@ class Learner:
         self.steps += (T1 - 1) * B
         lag = (self.updates - 1 - batch["version"]).float()
         stats.update(policy_lag_mean=lag.mean().item(), policy_lag_max=lag.max().item(), skipped_updates=self.skipped)
+        if self.cfg.grad_spike_factor > 0:
+            stats["spike_skipped_updates"] = self.spikes
         return stats
+
+    def _is_spike(self, grad_norm: float) -> bool:
+        """``learner.grad_spike_factor``: whether this update's pre-clip gradient norm is a spike, more than
+        the factor times the median of the last ``SPIKE_WINDOW`` applied updates (never before
+        ``SPIKE_WARMUP`` of them). A spike is counted and skipped; after ``SPIKE_WINDOW`` spikes in a row the
+        norms have moved for good, so the window starts afresh and the next updates are applied."""
+        factor = self.cfg.grad_spike_factor
+        if factor <= 0:
+            return False
+        if len(self.recent_norms) >= SPIKE_WARMUP and grad_norm > factor * statistics.median(self.recent_norms):
+            self.spikes += 1
+            self.spikes_in_row += 1
+            if self.spikes_in_row >= SPIKE_WINDOW:
+                self.recent_norms.clear()
+                self.spikes_in_row = 0
+            return True
+        self.spikes_in_row = 0
+        self.recent_norms.append(grad_norm)
+        return False
 
     @torch.no_grad()
     def _end_sensitivities(self, outputs: Dict, batch: Dict) -> Optional[Dict]:

@@ -123,6 +123,10 @@ class LearnerConfig:
         "trajectory; the shipped ones where that pass has not happened yet)")
     reward_clip: float = _f(1.0, "clip rewards to [-c, c] (0 = off)", ge=0.0)
     max_nonfinite_updates: int = _f(10, "skipped non-finite updates in a row before aborting", ge=0)
+    grad_spike_factor: float = _f(
+        0.0, "skip an update whose gradient norm (before clipping) exceeds this many times the median norm of "
+        "the last 100 applied updates (0 = off; > 1 otherwise). The exact RTRL gradient explodes when the core's "
+        "dynamics turn expanding along an episode (docs/results.md, 'Exploding sensitivities')", ge=0.0)
 
 
 @dataclass
@@ -503,6 +507,11 @@ def _check_cross(cfg: Config, errors: list[str]) -> None:
         )
     if cfg.model.stem == "none" and cfg.stem.path:
         errors.append("stem.path: is set but model.stem is 'none'; remove stem.path or pick a stem")
+    if 0 < cfg.learner.grad_spike_factor <= 1:
+        errors.append(
+            f"learner.grad_spike_factor: {cfg.learner.grad_spike_factor} would skip ordinary updates; use a "
+            "factor well above 1 (e.g. 100) or 0 to turn the check off"
+        )
     if cfg.algo == "ppo":
         samples = cfg.env.num_envs * cfg.ppo.rollout_length
         if cfg.ppo.minibatches > samples:

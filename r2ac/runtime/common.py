@@ -275,6 +275,8 @@ class TrainingSession(RunSession):
                "env_failures": self.counters["env_failures"],
                "skipped_updates": self.learner.skipped,
                "unroll_length": self.M, "rtrl": float(self.cfg.model.learning == "rtrl")}
+        if self.cfg.learner.grad_spike_factor > 0:
+            row["spike_skipped_updates"] = self.learner.spikes
         if self._lags:
             row["policy_lag_mean"] = float(np.mean([m for m, _ in self._lags]))
             row["policy_lag_max"] = float(max(x for _, x in self._lags))
@@ -361,6 +363,8 @@ class TrainingSession(RunSession):
         summary = {"trajectories": c["trajectories"], "rejected_trajectories": c["rejected_trajectories"],
                    "env_failures": c["env_failures"], "skipped_updates": self.learner.skipped,
                    "actor_failures": c["actor_failures"], "lost_rollouts": c["lost_rollouts"]}
+        if self.cfg.learner.grad_spike_factor > 0:
+            summary["spike_skipped_updates"] = self.learner.spikes
         if getattr(self, "final_eval", None) is not None:
             summary["eval"] = {k: self.final_eval[k] for k in ("sets", "episodes", "mode", "mean", "std")}
         return summary

@@ -155,6 +155,51 @@ def test_nonfinite_loss_is_skipped_then_stops():
         learner.update(batch)
 
 
+def test_gradient_spike_from_exploded_sensitivities_is_skipped():
+    """learner.grad_spike_factor: a batch whose shipped RTRL sensitivities exploded (as when the core's dynamics
+    turn expanding along an episode) gives a gradient norm far above the recent median: skipped, weights kept;
+    the same batch is applied when the check is off."""
+    net, venv = _net(dtype=torch.float32)
+    actor = Actor(copy.deepcopy(net), venv, M, seed=5)
+    batch = concat([actor.rollout() for _ in range(2)])
+    exploded = dict(batch, initial_state=dict(batch["initial_state"]))
+    for k in net.core.sensitivity_keys:
+        exploded["initial_state"][k] = batch["initial_state"][k] * 1e9
+    assert any(batch["initial_state"][k].abs().max() > 0 for k in net.core.sensitivity_keys)
+    learner = Learner(net, _learner_cfg(grad_spike_factor=100, lr_schedule="constant"), 10**6)
+    for _ in range(20):
+        stats = learner.update(batch)
+    assert learner.updates == 20 and stats["spike_skipped_updates"] == 0
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    stats = learner.update(exploded)
+    assert stats["grad_norm"] > 100 * learner.recent_norms[-1]
+    assert learner.spikes == 1 and stats["spike_skipped_updates"] == 1 and learner.updates == 20
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+    learner.update(batch)
+    assert learner.updates == 21 and learner.spikes_in_row == 0
+    off = Learner(copy.deepcopy(net), _learner_cfg(lr_schedule="constant"), 10**6)
+    stats = off.update(exploded)
+    assert off.updates == 1 and "spike_skipped_updates" not in stats
+
+
+def test_gradient_spike_window_starts_afresh_after_a_run_of_spikes():
+    from r2ac.agent.learner import SPIKE_WARMUP, SPIKE_WINDOW
+
+    net, _ = _net(dtype=torch.float32)
+    learner = Learner(net, _learner_cfg(grad_spike_factor=10), 10**6)
+    assert not any(learner._is_spike(1e6 if i == 0 else 1.0) for i in range(SPIKE_WARMUP))  # warm-up: none
+    assert learner._is_spike(11.0) and not learner._is_spike(9.0)
+    spikes = [learner._is_spike(1e3) for _ in range(SPIKE_WINDOW)]
+    assert all(spikes) and len(learner.recent_norms) == 0  # the norms moved for good: start afresh
+    assert not any(learner._is_spike(1e3) for _ in range(SPIKE_WARMUP))
+    assert learner.spikes == SPIKE_WINDOW + 1
+
+
+def test_grad_spike_factor_at_most_one_is_rejected():
+    with pytest.raises(ConfigError, match="grad_spike_factor"):
+        _learner_cfg(grad_spike_factor=0.5)
+
+
 def test_malformed_trajectories_are_rejected_with_reason():
     net, venv = _net(dtype=torch.float32)
     actor = Actor(copy.deepcopy(net), venv, M, seed=6)
