@@ -29,6 +29,21 @@ COLUMNS = ("run", "episodes", "goals_found", "steps_to_first_goal", "mean_steps_
            "after_over_first")
 
 
+def run_labels(runs) -> list:
+    """The table's name of each run: its directory name, or, where two runs share one (the same task and seed
+    from two bench directories), ``BENCH_DIR/NAME`` (the directory above ``runs/``)."""
+    paths = [os.path.normpath(r) for r in runs]
+    names = [os.path.basename(p) for p in paths]
+    labels = []
+    for p, n in zip(paths, names):
+        if names.count(n) > 1:
+            parent = os.path.dirname(p)
+            bench = os.path.dirname(parent) if os.path.basename(parent) == "runs" else parent
+            n = f"{os.path.basename(bench)}/{n}"
+        labels.append(n)
+    return labels
+
+
 def memory_row(policy, episodes: int, seed: int) -> dict:
     """The watermaze statistics of ``policy`` (an ``r2ac.api.Policy``) over ``episodes`` test episodes."""
     res = evaluate_policy(policy, policy.config, sets=1, episodes=episodes, seed=seed, greedy=False)
@@ -55,12 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # tiny batches: a thread pool only adds waiting on a busy machine
     rows = []
     try:
-        for run in a.runs:
+        for run, label in zip(a.runs, run_labels(a.runs)):
             policy = load(run, greedy=False, seed=a.seed)
             if policy.config.env.id != "watermaze":
                 raise SystemExit(f"watermaze_memory: {run} is a run of env {policy.config.env.id!r}, "
                                  "not of the watermaze")
-            rows.append({"run": os.path.basename(os.path.normpath(run)), **memory_row(policy, a.episodes, a.seed)})
+            rows.append({"run": label, **memory_row(policy, a.episodes, a.seed)})
     finally:
         torch.set_num_threads(threads)
     print("| run | goals per episode | steps to the first goal | steps back to it after | after / first |")

@@ -126,6 +126,7 @@ class Learner:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
+        self.net.core.project_()
         self.nonfinite_in_row = 0
         self.updates += 1
         self.steps += (T1 - 1) * B

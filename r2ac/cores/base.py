@@ -74,6 +74,10 @@ class RecurrentCore(nn.Module):
     def _forward(self, x: Tensor, state: State, keep: Tensor, return_state: bool, sensitivities: bool):
         raise NotImplementedError
 
+    def project_(self) -> None:
+        """Called by the learners after every optimizer step: a core that constrains its weights (the
+        eLSTM's ``contractive`` option) moves them back into the allowed set here. Default: nothing."""
+
     # -- shared machinery ---------------------------------------------------------------------
     @property
     def hidden_keys(self) -> Tuple[str, ...]:

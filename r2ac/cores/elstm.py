@@ -45,14 +45,21 @@ class ELSTM(RecurrentCore):
       number (every b_f set to it; the paper does not state its initialisation, 0 gives f ~ 0.5 and a
       memory that halves every step).
     - ``chrono_max``: the longest retention time of the chrono initialisation (default 1000 steps).
+    - ``contractive``: keep ``2 |w_f| + |w_z| <= 1`` per unit (``project_``, after every optimizer step;
+      default off). Then ``|ch| <= 1`` at every step (``|c(t-1) - z| <= 2``, ``1 - z^2 <= 1``), so the
+      sensitivities, carried over a whole episode, grow at most linearly and cannot explode; the gradient
+      stays exact for the constrained weights (a projection after the step, not a change of the gradient).
     """
 
     name = "elstm"
     supports_rtrl = True
 
     def __init__(self, input_size: int, hidden_size: int, learning: str = "tbptt",
-                 forget_bias_init: float | str = "chrono", chrono_max: float = 1000.0):
+                 forget_bias_init: float | str = "chrono", chrono_max: float = 1000.0,
+                 contractive: bool = False):
         super().__init__(input_size, hidden_size, learning)
+        if not isinstance(contractive, bool):
+            raise ValueError(f"contractive must be true or false, got {contractive!r}")
         N, D = hidden_size, input_size
         if not (forget_bias_init == "chrono" or isinstance(forget_bias_init, (int, float))):
             raise ValueError(f"forget_bias_init must be 'chrono' or a number, got {forget_bias_init!r}")
@@ -60,6 +67,7 @@ class ELSTM(RecurrentCore):
             raise ValueError(f"chrono_max must be > 2 steps, got {chrono_max!r}")
         self.forget_bias_init = forget_bias_init
         self.chrono_max = float(chrono_max)
+        self.contractive = contractive
         self.F = nn.Parameter(torch.empty(N, D))
         self.Z = nn.Parameter(torch.empty(N, D))
         self.O = nn.Parameter(torch.empty(N, D))
@@ -83,6 +91,19 @@ class ELSTM(RecurrentCore):
                 self.b_f.copy_(chrono_bias(N, self.chrono_max))
             else:
                 self.b_f.fill_(float(self.forget_bias_init))
+        self.project_()
+
+    @torch.no_grad()
+    def project_(self) -> None:
+        """``contractive``: scale each unit's (w_f, w_z) down to ``2 |w_f| + |w_z| = 1`` where it exceeds 1."""
+        if not self.contractive:
+            return
+        scale = (2 * self.w_f.abs() + self.w_z.abs()).clamp(min=1.0).reciprocal()
+        self.w_f.mul_(scale)
+        self.w_z.mul_(scale)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (", contractive=True" if self.contractive else "")
 
     # -- contract ------------------------------------------------------------------------------
     def hidden_spec(self):

@@ -157,6 +157,7 @@ class SequenceLearner:
         if self.clip is not None:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
         self.opt.step()
+        self.model.core.project_()
         self.opt.zero_grad(set_to_none=True)
         self.updates += 1
 

@@ -117,6 +117,7 @@ class TDLambda:
             for i, z in zip(live, zs):
                 self.params[i].grad = z * (-delta)
             self.opt.step()
+            self.core.project_()
         self._y, self._g = y_new, g_new
         self.steps += 1
         return y_new

@@ -195,6 +195,21 @@ def test_gradient_spike_window_starts_afresh_after_a_run_of_spikes():
     assert learner.spikes == SPIKE_WINDOW + 1
 
 
+def test_contractive_core_is_projected_after_every_update():
+    """model.core_options.contractive: the learners move the eLSTM's (w_f, w_z) back to 2|w_f| + |w_z| <= 1
+    after each optimizer step (IMPALA, and A2C through the same Learner)."""
+    net, venv = _net(dtype=torch.float32)
+    net.core.contractive = True
+    actor = Actor(copy.deepcopy(net), venv, M, seed=5)
+    batch = actor.rollout()
+    with torch.no_grad():
+        net.core.w_f.fill_(2.0)
+    learner = Learner(net, _learner_cfg(lr_schedule="constant", learning_rate=0.5), 10**6)
+    learner.update(batch)
+    bound = 2 * net.core.w_f.abs() + net.core.w_z.abs()
+    assert learner.updates == 1 and (bound <= 1 + 1e-6).all() and bound.max() > 0.99
+
+
 def test_grad_spike_factor_at_most_one_is_rejected():
     with pytest.raises(ConfigError, match="grad_spike_factor"):
         _learner_cfg(grad_spike_factor=0.5)

@@ -32,6 +32,40 @@ def _elstm(learning, seed=0, **kw):
 
 
 
+def _expanding_elstm(contractive):
+    """An eLSTM whose recurrent weights make its dynamics chaotic (strong negative feedback through w_z):
+    |ch| = |f + w_f fh + w_z zh| > 1 on average along a trajectory."""
+    core = _elstm("rtrl", forget_bias_init=0.0, contractive=contractive)
+    with torch.no_grad():
+        core.w_f.fill_(6.0)
+        core.w_z.fill_(-8.0)
+    core.project_()  # what the learners call after every optimizer step
+    return core
+
+
+def test_elstm_contractive_bounds_sensitivities():
+    """model.core_options.contractive: with 2|w_f| + |w_z| > 1 the carried sensitivities can grow
+    geometrically over an episode (the exact gradient explodes); projected back to <= 1, |ch| <= 1 and they
+    grow at most linearly in the episode length."""
+    Tn = 400
+    g = torch.Generator().manual_seed(3)
+    x = 0.3 * torch.randn(Tn, B, D, generator=g)
+    reset = torch.zeros(Tn, B, dtype=torch.bool)
+    reset[0] = True
+    peaks = {}
+    for contractive in (False, True):
+        core = _expanding_elstm(contractive)
+        _, state = core(x, core.initial_state(B), reset)
+        peaks[contractive] = max(v.abs().max().item() for k, v in state.items() if k != "c")
+        bound = 2 * core.w_f.abs() + core.w_z.abs()
+        assert (bound <= 1 + 1e-12).all() == contractive
+    assert peaks[False] > 1e30
+    # |ch| <= 1 and |fh|, |zh| <= 1, |c| <= 1: each step adds at most max|x| (or 1) to a sensitivity
+    assert peaks[True] <= Tn * max(x.abs().max().item(), 1.0)
+    with pytest.raises(ValueError, match="contractive must be true or false"):
+        _elstm("rtrl", contractive="yes")
+
+
 def test_elstm_tbptt_is_truncated():
     x, reset, w = _data()
     full = _segment_grads(_elstm("rtrl"), x, reset, w, T)
@@ -235,6 +269,7 @@ def _make(name, seed=0, learning=None, **options):
 EXACT_VARIANTS = [("rtu", {"variant": "nonlinear", "activation": a}) for a in ("relu", "tanh", "gelu", "sigmoid",
                                                                                "identity")]
 EXACT_VARIANTS += [("fwp", {"chunk_size": 16})]
+EXACT_VARIANTS += [("elstm", {"contractive": True})]
 EXACT = [(n, {}) for n in sorted(CORES) if CORES[n].supports_rtrl and CORES[n].exact_rtrl] + EXACT_VARIANTS
 # The multi-layer LRU learns by the online rule of Zucchet et al. 2023 (exact inside a layer, spatial between
 # layers): tests/cores/test_lru.py checks it against the paper's rule and its independence of segmentation.

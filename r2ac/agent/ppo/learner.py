@@ -128,6 +128,7 @@ class PPOLearner:
                     self._skip("loss" if not math.isfinite(loss.item()) else "gradient")
                     continue
                 self.optimizer.step()
+                self.net.core.project_()
                 self.nonfinite_in_row = 0
                 self.updates += 1
                 stats["grad_norm"] = grad_norm
