@@ -199,12 +199,17 @@ def _dir_label(label: str) -> str:
 def run_problems(cfg: Config) -> List[str]:
     """What a run of ``cfg`` would stop on at its start, found without making anything: the core name, the env
     id and options, combinations the runtimes refuse."""
-    from r2ac.cores import CORES
+    from r2ac.cores import CORES, core_options
     from r2ac.envs import env_options, parse_env_id
 
     problems = []
     if cfg.model.core not in CORES:
         problems.append(f"model.core: unknown core {cfg.model.core!r}; available cores: {', '.join(sorted(CORES))}")
+    else:
+        unknown = sorted(set(cfg.model.core_options) - set(core_options(cfg.model.core)))
+        if unknown:
+            problems.append(f"model.core_options: unknown option(s) {unknown} for core {cfg.model.core!r}; its "
+                            f"options: {core_options(cfg.model.core) or 'none'} (e.g. model.core_options={{}})")
     try:
         kind, _ = parse_env_id(cfg.env.id)
         allowed = env_options(kind)

@@ -69,6 +69,10 @@ def test_env_id_sweep_drops_the_previous_envs_options():
     cfg = load_config("quickstart", ["env.id=atari:Breakout"])
     assert cfg.env.options == {} and run_problems(cfg) == []
     assert load_config("quickstart", ["env.id=tmaze"]).env.options == {"corridor_length": 40}  # same env: kept
+    # the same for the core: options set for one core are checked against the core the run builds
+    assert run_problems(load_config(None, ["model.core=rtu", "model.core_options={contractive: true}"])) == [
+        "model.core_options: unknown option(s) ['contractive'] for core 'rtu'; its options: ['variant', "
+        "'activation', 'r_min', 'r_max', 'max_phase'] (e.g. model.core_options={})"]
     sweep = build_sweep("quickstart", ["env.id=[tmaze, cue, atari:Breakout]"], name="e")
     assert [r.cfg.env.options for r in sweep.runs] == [{"corridor_length": 40}, {}, {}]
 

@@ -42,7 +42,9 @@ directory under ``<out>/runs``; a finished run is not run again (the command res
 that exist under ``<out>/runs`` (e.g. after benches of different methods or seeds wrote to one ``--out``).
 ``--matrix DIR...`` trains nothing either: it gathers the ``memory_runs.csv`` of several benches into one
 table of the suite (a row per task and span, a column per method; ``matrix.md``, ``matrix.csv`` and a heat
-map ``matrix.png`` under ``--out``).
+map ``matrix.png`` under ``--out``). ``--compare LABEL=DIR[,DIR...] ...`` sets settings side by side (e.g.
+the defaults against an override, each a list of bench directories) on the cells they share, in agent steps
+to solve per seed (``compare.md``, ``compare.csv``, ``compare.png``).
 """
 
 from __future__ import annotations
@@ -109,6 +111,8 @@ def run_config(base: str, task: str, span: int, method: str, seed: int, run_dir:
     elif steps is not None:
         overrides += [f"total_steps={int(steps)}"]
     overrides += method_overrides(method, episode_steps(span), cfg.env.num_envs) + list(extra)
+    if method == "feedforward":  # no core, so no core options (the settings' or an override's eLSTM ones)
+        overrides.append("model.core_options={}")
     return apply_overrides(cfg, overrides)
 
 
@@ -261,25 +265,40 @@ def read_runs_csv(path: str) -> List[Dict]:
     return out
 
 
-def matrix(dirs: Sequence[str]) -> List[Dict]:
-    """One row per (task, span, method) over the benches in ``dirs`` (each with a ``memory_runs.csv``); a
-    seed that several directories ran counts as the last one's run (e.g. a longer rerun of one seed)."""
+def gather_cells(dirs: Sequence[str], option: str = "--matrix") -> Dict[tuple, tuple]:
+    """{(task, span, method): (source directories, runs in seed order)} over the benches in ``dirs`` (each
+    with a ``memory_runs.csv``); a seed that several directories ran counts as the last one's run (e.g. a
+    longer rerun of one seed)."""
     by_seed: Dict[tuple, tuple] = {}
     for d in dirs:
         path = os.path.join(d, "memory_runs.csv")
         if not os.path.exists(path):
-            raise FileNotFoundError(f"{path} does not exist: --matrix takes directories that a bench wrote "
+            raise FileNotFoundError(f"{path} does not exist: {option} takes directories that a bench wrote "
                                     "(its --out), e.g. results/memory/scaled/span100")
         for r in read_runs_csv(path):
             by_seed[r["task"], r["span"], r["method"], r["seed"]] = (d, r)
     cells: Dict[tuple, tuple] = {}
-    for (task, span, method, _), (d, r) in by_seed.items():
-        srcs, rs = cells.setdefault((task, span, method), ([], []))
+    for key in sorted(by_seed, key=lambda k: k[3]):
+        d, r = by_seed[key]
+        srcs, rs = cells.setdefault(key[:3], ([], []))
         rs.append(r)
         if d not in srcs:
             srcs.append(d)
+    return cells
+
+
+def _suite_order(key: tuple) -> tuple:
+    task, span, method = key[:3]
+    known = list(TASKS)
+    return (known.index(task) if task in known else len(known), task, span,
+            METHODS.index(method) if method in METHODS else len(METHODS))
+
+
+def matrix(dirs: Sequence[str]) -> List[Dict]:
+    """One row per (task, span, method) over the benches in ``dirs`` (each with a ``memory_runs.csv``); a
+    seed that several directories ran counts as the last one's run (e.g. a longer rerun of one seed)."""
     out = []
-    for (task, span, method), (srcs, rs) in cells.items():
+    for (task, span, method), (srcs, rs) in gather_cells(dirs).items():
         solved = [r["solved_s"] / 60 for r in rs if not math.isnan(r["solved_s"])]
         finals = [r["final"] for r in rs if not math.isnan(r["final"])]
         walls = [r["wall_s"] / 60 for r in rs if not math.isnan(r["wall_s"])]
@@ -290,10 +309,108 @@ def matrix(dirs: Sequence[str]) -> List[Dict]:
                     "final_min": min(finals, default=math.nan), "final_max": max(finals, default=math.nan),
                     "min_held": min(held, default=math.nan), "run_min": max(walls, default=math.nan),
                     "run_Msteps": max(steps, default=math.nan), "source": " ".join(srcs)})
-    known = list(TASKS)
-    out.sort(key=lambda r: (known.index(r["task"]) if r["task"] in known else len(known), r["task"], r["span"],
-                            METHODS.index(r["method"]) if r["method"] in METHODS else len(METHODS)))
+    out.sort(key=lambda r: _suite_order((r["task"], r["span"], r["method"])))
     return out
+
+
+COMPARE_COLUMNS = ["task", "span", "method", "setting", "seeds", "solved", "solved_Msteps",
+                   "median_solved_Msteps", "min_held", "final_min", "final_max", "run_Msteps", "source"]
+
+
+def parse_settings(specs: Sequence[str]) -> Dict[str, List[str]]:
+    """``LABEL=DIR[,DIR...]`` per setting, in order."""
+    out: Dict[str, List[str]] = {}
+    for spec in specs:
+        label, eq, dirs = spec.partition("=")
+        if not eq or not label.strip() or not dirs.strip():
+            raise ValueError(f"--compare takes LABEL=DIR[,DIR...] per setting (e.g. default=results/a,results/b "
+                             f"contractive=results/c), got {spec!r}")
+        if label.strip() in out:
+            raise ValueError(f"--compare: the label {label.strip()!r} is given twice; give each setting one label")
+        out[label.strip()] = [d.strip() for d in dirs.split(",") if d.strip()]
+    if len(out) < 2:
+        raise ValueError("--compare needs two settings or more, e.g. default=DIR contractive=DIR")
+    return out
+
+
+def compare(settings: Dict[str, List[str]]) -> List[Dict]:
+    """One row per (task, span, method) and setting, for the cells that two settings or more ran: seeds
+    solved and the agent steps each seed took to solve (steps, not minutes: the settings may have run on
+    different machines or beside other work)."""
+    per = {label: gather_cells(dirs, "--compare") for label, dirs in settings.items()}
+    keys = [k for k in dict.fromkeys(k for cells in per.values() for k in cells)
+            if sum(k in cells for cells in per.values()) >= 2]
+    out = []
+    for key in sorted(keys, key=_suite_order):
+        for label, cells in per.items():
+            if key not in cells:
+                continue
+            srcs, rs = cells[key]
+            solved = [r["solved_steps"] / 1e6 for r in rs if not math.isnan(r["solved_steps"])]
+            held = [r["held"] for r in rs if not math.isnan(r["solved_steps"]) and not math.isnan(r["held"])]
+            finals = [r["final"] for r in rs if not math.isnan(r["final"])]
+            per_seed = ["-" if math.isnan(r["solved_steps"]) else f"{r['solved_steps'] / 1e6:.2f}" for r in rs]
+            out.append({"task": key[0], "span": key[1], "method": key[2], "setting": label, "seeds": len(rs),
+                        "solved": len(solved), "solved_Msteps": " ".join(per_seed),
+                        "median_solved_Msteps": statistics.median(solved) if solved else math.nan,
+                        "min_held": min(held, default=math.nan), "final_min": min(finals, default=math.nan),
+                        "final_max": max(finals, default=math.nan),
+                        "run_Msteps": max((r["steps"] / 1e6 for r in rs), default=math.nan),
+                        "source": " ".join(srcs)})
+    return out
+
+
+def compare_markdown(rows: List[Dict]) -> str:
+    """Settings side by side: a row per cell and setting, M steps to solve per seed ("-": not solved)."""
+    lines = ["| task | span | method | setting | seeds solved | M steps to solve, per seed | median | lowest "
+             "after solving | final | run (M steps) |", "| " + " | ".join(["---"] * 10) + " |"]
+    for r in rows:
+        def num(v, fmt="{:.2f}"):
+            return "-" if math.isnan(v) else fmt.format(v)
+        final = num(r["final_min"]) if num(r["final_min"]) == num(r["final_max"]) else \
+            f"{num(r['final_min'])}-{num(r['final_max'])}"
+        if r["task"] in NO_THRESHOLD:
+            solved, steps, median, held = "-", "-", "-", "-"
+        else:
+            solved, steps = f"{r['solved']}/{r['seeds']}", r["solved_Msteps"].replace(" ", ", ")
+            median = num(r["median_solved_Msteps"])
+            held = "-" if math.isnan(r["min_held"]) else f"{math.floor(r['min_held'] * 1000 + 1e-9) / 1000:.3f}"
+        lines.append(f"| {r['task']} | {r['span']} | {r['method']} | {r['setting']} | {solved} | {steps} | {median} "
+                     f"| {held} | {final} | {num(r['run_Msteps'], '{:.1f}')} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_compare(rows: List[Dict], path: str) -> None:
+    """Agent steps to solve per seed, a column per cell and a colour per setting (unsolved seeds as an x at
+    the run's length)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if r["task"] not in NO_THRESHOLD]
+    cells = list(dict.fromkeys((r["task"], r["span"], r["method"]) for r in rows))
+    labels = list(dict.fromkeys(r["setting"] for r in rows))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(cells) + 2), 4.2))
+    width = 0.8 / max(1, len(labels))
+    for k, label in enumerate(labels):
+        colour = f"C{k}"
+        for r in (r for r in rows if r["setting"] == label):
+            x = cells.index((r["task"], r["span"], r["method"])) - 0.4 + (k + 0.5) * width
+            for v in r["solved_Msteps"].split():
+                if v == "-":
+                    ax.plot(x, r["run_Msteps"], "x", color=colour, ms=7)
+                else:
+                    ax.plot(x, float(v), "o", color=colour, ms=5, alpha=0.8)
+        ax.plot([], [], "o", color=colour, label=f"{label} (x: not solved, at the run's length)")
+    ax.set_xticks(range(len(cells)))
+    ax.set_xticklabels([f"{t}\n{s}" + ("" if m == "rtrl" else f"\n{m}") for t, s, m in cells], fontsize=7)
+    ax.set_ylabel("M agent steps to success >= threshold")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def matrix_cell(row: Dict) -> str:
@@ -424,9 +541,29 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="train nothing: one table of the suite (matrix.md, matrix.csv, matrix.png under --out) "
                         "from the memory_runs.csv of these bench directories; a seed that a later directory ran "
                         "again counts as that run")
+    p.add_argument("--compare", nargs="+", metavar="LABEL=DIR[,DIR...]",
+                   help="train nothing: settings side by side over the cells two or more of them ran, in agent "
+                        "steps to solve per seed (compare.md, compare.csv, compare.png under --out), e.g. "
+                        "default=results/a,results/b contractive=results/c")
     p.add_argument("overrides", nargs="*",
                    help="key=value overrides applied to every run (e.g. learner.learning_rate=3e-3)")
     args = p.parse_args(argv)
+    if args.compare:
+        try:
+            rows = compare(parse_settings(args.compare))
+        except (FileNotFoundError, ValueError) as e:
+            p.error(str(e))
+        if not rows:
+            p.error("--compare: no task, span and method that two of the settings both ran")
+        os.makedirs(args.out, exist_ok=True)
+        write_csv(os.path.join(args.out, "compare.csv"), rows, COMPARE_COLUMNS)
+        with open(os.path.join(args.out, "compare.md"), "w") as f:
+            f.write(compare_markdown(rows))
+        plot_compare(rows, os.path.join(args.out, "compare.png"))
+        print(compare_markdown(rows))
+        print(f"{len({(r['task'], r['span'], r['method']) for r in rows})} cells. CSV: {args.out}/compare.csv; "
+              f"table: {args.out}/compare.md; plot: {args.out}/compare.png")
+        return 0
     if args.matrix:
         try:
             rows = matrix(args.matrix)

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 import yaml
 
-from r2ac.config.schema import (Config, ConfigError, EnvConfig, _hints, _is_dict, _is_section, _show, _type_name,
-                                _unknown_key_message, config_from_dict, config_to_dict)
+from r2ac.config.schema import (Config, ConfigError, EnvConfig, ModelConfig, _hints, _is_dict, _is_section, _show,
+                                _type_name, _unknown_key_message, config_from_dict, config_to_dict)
 from r2ac.fileio import atomic_write_text
 
 __all__ = [
@@ -216,6 +216,8 @@ def _apply_overrides_to_dict(d: dict, overrides: typing.Iterable[str], errors: l
 
     An override of ``env.id`` that names another kind of env drops the ``env.options`` that came with the
     file (they were written for the previous env); ``env.options...`` overrides still apply, in any order.
+    Likewise an override of ``model.core`` that names another core drops the file's ``model.core_options``
+    (``configs/quickstart.yaml`` sets the eLSTM's ``contractive``).
     """
     if isinstance(overrides, str):
         raise ConfigError(f"overrides must be a list of key=value strings, got the string {overrides!r}")
@@ -233,6 +235,11 @@ def _apply_overrides_to_dict(d: dict, overrides: typing.Iterable[str], errors: l
     if new_ids and isinstance(env, dict) and env.get("options"):
         if not _keeps_env_options(env.get("id", EnvConfig.id), new_ids[-1]):
             env["options"] = {}
+    new_cores = [v for k, v in parsed if k == "model.core" and isinstance(v, str)]
+    model = d.get("model")
+    if new_cores and isinstance(model, dict) and model.get("core_options"):
+        if str(model.get("core", ModelConfig.core)).strip() != new_cores[-1].strip():
+            model["core_options"] = {}
     for key, value in parsed:
         _set_dotted(d, key, value)
     return d

@@ -42,7 +42,9 @@ def make_core(name: str, input_size: int, hidden_size: int, learning: str = "tbp
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(
-            f"unknown option(s) {unknown} for core {name!r}; its options are: {allowed or 'none'}"
+            f"unknown option(s) {unknown} for core {name!r}; its options are: {allowed or 'none'} (in a config: "
+            "model.core_options, which keeps the file's options when model.core is swapped; replace them, e.g. "
+            "model.core_options={})"
         )
     return CORES[name](input_size, hidden_size, learning=learning, **options)
 

@@ -181,6 +181,13 @@ def test_bench_memory_judge_and_step_budget(tmp_path):
     assert given.total_steps == 2_000_000 and given.learner.lr_schedule == "linear"
     none = run_config("configs/quickstart.yaml", "cue-pixels", 100, "rtrl", 0, str(tmp_path / "r"), steps=0)
     assert none.total_steps >= 10 ** 12 and none.learner.lr_schedule == "constant"
+    # eLSTM options given to every method leave the feed-forward agent (no core, so no options) buildable
+    ff = run_config("configs/quickstart.yaml", "cue-vector", 3, "feedforward", 0, str(tmp_path / "f"),
+                    ["model.core_options.contractive=true"])
+    assert ff.model.core == "none" and dict(ff.model.core_options) == {}
+    rtrl = run_config("configs/quickstart.yaml", "cue-vector", 3, "rtrl", 0, str(tmp_path / "f"),
+                      ["model.core_options.contractive=true"])
+    assert dict(rtrl.model.core_options) == {"contractive": True}
 
 
 def test_bench_memory_runs_the_runtime_the_overrides_name(tmp_path):

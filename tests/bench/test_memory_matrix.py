@@ -54,3 +54,41 @@ def test_matrix_names_a_directory_that_is_not_a_bench(tmp_path, capsys):
         main(["--matrix", str(tmp_path), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert "memory_runs.csv does not exist" in err and "its --out" in err
+
+
+def test_compare_sets_settings_side_by_side_in_steps(tmp_path, capsys):
+    from r2ac.bench.memory import compare, compare_markdown, parse_settings
+
+    def solved(task, span, seed, steps, held=0.95):
+        r = _run(task, span, "rtrl", seed, solved_s=60.0, final=1.0, held=held)
+        r["solved_steps"] = steps
+        return r
+
+    default = _bench(tmp_path / "d", [solved("cue-pixels", 100, 0, 1.2e6), _run("cue-pixels", 100, "rtrl", 1),
+                                      solved("tmaze", 40, 0, 1e5), _run("watermaze", 300, "rtrl", 0, final=7.4)])
+    rerun = _bench(tmp_path / "d2", [solved("cue-pixels", 100, 1, 3.0e6, held=0.897)])
+    other = _bench(tmp_path / "c", [solved("cue-pixels", 100, 0, 0.9e6), solved("cue-pixels", 100, 1, 1.1e6),
+                                    _run("watermaze", 300, "rtrl", 0, final=30.6), solved("copy", 100, 0, 1e6)])
+    settings = parse_settings([f"default={default},{rerun}", f"contractive={other}"])
+    rows = compare(settings)
+    # only the cells both ran (not the T-maze, not copy), each setting's row in the order given
+    assert [(r["task"], r["setting"]) for r in rows] == [("cue-pixels", "default"), ("cue-pixels", "contractive"),
+                                                         ("watermaze", "default"), ("watermaze", "contractive")]
+    assert rows[0]["solved_Msteps"] == "1.20 3.00" and rows[0]["solved"] == 2  # seed 1 from the rerun
+    assert rows[0]["median_solved_Msteps"] == pytest.approx(2.1) and rows[0]["min_held"] == 0.897
+    table = compare_markdown(rows).splitlines()
+    assert table[2] == "| cue-pixels | 100 | rtrl | default | 2/2 | 1.20, 3.00 | 2.10 | 0.897 | 1.00 | 1.0 |"
+    assert table[5] == "| watermaze | 300 | rtrl | contractive | - | - | - | - | 30.60 | 1.0 |"
+
+    out = tmp_path / "out"
+    assert main(["--compare", f"default={default},{rerun}", f"contractive={other}", "--out", str(out)]) == 0
+    assert "2 cells" in capsys.readouterr().out and (out / "compare.png").stat().st_size > 1000
+    assert len(list(csv.DictReader(open(out / "compare.csv")))) == 4
+    for bad, says in ((["nolabel"], "LABEL=DIR"), ([f"a={default}"], "two settings or more"),
+                      ([f"a={default}", f"a={other}"], "given twice"),
+                      ([f"a={default}", f"b={tmp_path}"], "memory_runs.csv does not exist"),
+                      ([f"a={_bench(tmp_path / 't', [solved('tmaze', 40, 0, 1e5)])}", f"b={other}"],
+                       "no task, span and method")):
+        with pytest.raises(SystemExit):
+            main(["--compare", *bad, "--out", str(out)])
+        assert says in capsys.readouterr().err, bad

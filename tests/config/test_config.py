@@ -116,6 +116,17 @@ def test_null_resets_dict_and_section(tmp_path):
     assert load_config(base, ["learner=null"]).learner.batch_size == 32
 
 
+def test_core_override_drops_the_previous_cores_options(tmp_path):
+    """The file's model.core_options belong to its core: swapping the core drops them (options given on the
+    command line still apply, in any order); naming the same core keeps them."""
+    base = write(tmp_path / "b.yaml", "model: {core: elstm, core_options: {contractive: true}}\n")
+    assert load_config(base, ["model.core=lstm"]).model.core_options == {}
+    assert load_config(base, ["model.core=elstm"]).model.core_options == {"contractive": True}
+    assert load_config(base, ["model.core_options.forget_bias=2.0", "model.core=lstm"]).model.core_options == {
+        "forget_bias": 2.0}
+    assert load_config(base, ["seed=1"]).model.core_options == {"contractive": True}
+
+
 def test_apply_overrides_returns_new_validated_config():
     c = load_config(None)
     c2 = apply_overrides(c, ["seed=3", "env.options={a: {b: 1}}", "env.options.a.c=2"])
