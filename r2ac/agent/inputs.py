@@ -4,9 +4,10 @@
     x_t = [ features(o_t),  r_t (clipped to [-c, c] if c > 0),  onehot(a_{t-1}) | clip(a_{t-1}, -1, 1) ]
 
 IMPALA/R2AC (``r2ac.agent.nets.AgentNet``): stem features, the reward received with frame t, the one-hot
-action that led to it (IMPALA's input, the R2AC paper's Sec. 4). PPO (``r2ac.agent.ppo``): the normalised
-observation, with reward and action zeroed where an episode starts (``keep`` = 0 there), discrete actions
-one-hot, continuous ones clipped to the action box [-1, 1].
+action that led to it (IMPALA's input, the R2AC paper's Sec. 4), both zeroed on the first frame of an
+episode (they belong to the previous one; ``model.carry_inputs_across_episodes=true`` keeps them). PPO
+(``r2ac.agent.ppo``): the normalised observation, with reward and action zeroed where an episode starts
+(``keep`` = 0 there), discrete actions one-hot, continuous ones clipped to the action box [-1, 1].
 """
 
 from __future__ import annotations

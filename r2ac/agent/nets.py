@@ -44,13 +44,15 @@ class AgentNet(nn.Module):
     def __init__(self, observation_shape: Tuple[int, ...], num_actions: int, *, stem: str = "impala",
                  stem_channels=(16, 32, 32), stem_fc: int = 256, core: str = "elstm", hidden_size: int = 512,
                  learning: str = "rtrl", core_options: Optional[dict] = None, reward_input: bool = True,
-                 prev_action_input: bool = False, reward_clip: float = 1.0, input_scale: float | str = "auto"):
+                 prev_action_input: bool = False, reward_clip: float = 1.0, input_scale: float | str = "auto",
+                 carry_inputs_across_episodes: bool = False):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
         self.stem = make_stem(stem, self.observation_shape, list(stem_channels), stem_fc)
         self.reward_input = reward_input
         self.prev_action_input = prev_action_input
+        self.carry_inputs_across_episodes = bool(carry_inputs_across_episodes)
         self.reward_clip = float(reward_clip)
         self.input_scale = resolve_input_scale(input_scale, self.stem)
         self.core_input_size = inputs.core_input_size(self.stem.output_size, reward_input, prev_action_input,
@@ -66,7 +68,8 @@ class AgentNet(nn.Module):
                    stem_fc=model_cfg.stem_fc, core=model_cfg.core, hidden_size=model_cfg.hidden_size,
                    learning=model_cfg.learning, core_options=dict(model_cfg.core_options),
                    reward_input=model_cfg.reward_input, prev_action_input=model_cfg.prev_action_input,
-                   reward_clip=reward_clip, input_scale=model_cfg.input_scale)
+                   reward_clip=reward_clip, input_scale=model_cfg.input_scale,
+                   carry_inputs_across_episodes=model_cfg.carry_inputs_across_episodes)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -88,14 +91,18 @@ class AgentNet(nn.Module):
                 return self.stem(obs)
         return self.stem(obs)
 
-    def core_input(self, features: Tensor, reward: Tensor, prev_action: Tensor) -> Tensor:
+    def core_input(self, features: Tensor, reward: Tensor, prev_action: Tensor,
+                   done: Optional[Tensor] = None) -> Tensor:
         """The core's input (``r2ac.agent.inputs.core_input``): features (times ``input_scale``), clipped
-        reward, one-hot action."""
+        reward, one-hot action; where ``done`` (the frame starts an episode) the reward and action are the
+        previous episode's and are zeroed, unless ``carry_inputs_across_episodes``: the core state is reset
+        there, and a reward carried in would let a policy chain episodes (store a cue only after a paid one)."""
         if self.input_scale != 1.0:
             features = features * self.input_scale
+        keep = None if done is None or self.carry_inputs_across_episodes else (~done).to(features.dtype)
         return inputs.core_input(features, reward, prev_action, reward_input=self.reward_input,
                                  prev_action_input=self.prev_action_input, action_dim=self.num_actions,
-                                 reward_clip=self.reward_clip)
+                                 reward_clip=self.reward_clip, keep=keep)
 
     def heads(self, y: Tensor) -> Dict[str, Tensor]:
         return {"policy_logits": self.policy(y), "baseline": self.baseline(y).squeeze(-1)}
@@ -106,7 +113,7 @@ class AgentNet(nn.Module):
         ``action`` [T, B] (the action that led to each frame), ``done`` [T, B] bool (frame t starts a new
         episode: the core state is reset before it). Returns (outputs, next_state)."""
         feats = inputs["features"] if "features" in inputs else self.features(inputs["obs"])
-        x = self.core_input(feats, inputs["reward"], inputs["action"])
+        x = self.core_input(feats, inputs["reward"], inputs["action"], inputs["done"])
         y, state = self.core(x, state, inputs["done"], return_state=return_state, sensitivities=sensitivities)
         out = self.heads(y)
         out["core_input"] = x

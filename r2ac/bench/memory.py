@@ -71,9 +71,9 @@ TASKS: Dict[str, tuple] = {
 }
 METHODS = ("rtrl", "tbptt", "tbptt-full", "feedforward", "a2c")
 RUN_COLUMNS = ["task", "span", "method", "seed", "status", "steps", "wall_s", "steps_per_s", "solved_s",
-               "solved_steps", "best", "final", "held", "settled"]
+               "solved_steps", "best", "final", "held", "settled", "fresh"]
 SUMMARY_COLUMNS = ["task", "span", "method", "seeds", "solved", "median_solved_min", "max_solved_min",
-                   "median_solved_Msteps", "median_best", "median_final", "min_held", "min_settled"]
+                   "median_solved_Msteps", "median_best", "median_final", "min_held", "min_settled", "median_fresh"]
 
 
 def method_overrides(method: str, episode_steps: int, num_envs: int) -> List[str]:
@@ -191,8 +191,35 @@ def _one_run(job) -> Dict:
     with open(summary_path) as f:
         summary = json.load(f)
     return {"task": task, "span": span, "method": method, "seed": seed, "status": summary["status"],
-            "steps": summary["step"], "steps_per_s": summary["steps_per_s"],
+            "steps": summary["step"], "steps_per_s": summary["steps_per_s"], "fresh": fresh_return(run_dir),
             "run_dir": run_dir}
+
+
+FRESH_EPISODES = 3  # per env
+
+
+def fresh_return(run_dir: str) -> float:
+    """The final weights' mean return on episodes of fresh envs (each env's first ``FRESH_EPISODES``, sampled
+    actions, eval seed 12345; ``fresh.json`` in the run directory, computed once). The training success is a
+    rolling mean over consecutive episodes; this one starts from nothing, so a policy that only works in a
+    chain of episodes (e.g. one that stores the cue only when the previous episode paid, through the reward
+    input) shows here. NaN for a run without a checkpoint."""
+    path = os.path.join(run_dir, "fresh.json")
+    if not os.path.exists(path):
+        from r2ac.checkpoint import latest_checkpoint
+        from r2ac.config import load_config
+        from r2ac.evaluation import evaluate_run
+        from r2ac.fileio import atomic_write_text
+
+        if latest_checkpoint(run_dir) is None:
+            return math.nan
+        num_envs = load_config(os.path.join(run_dir, "config.yaml")).env.num_envs
+        result = evaluate_run(run_dir, sets=1, episodes=FRESH_EPISODES * num_envs, seed=12345, greedy=False,
+                              num_envs=num_envs, video=False, log=False)
+        atomic_write_text(path, json.dumps({"mean": result["mean"], "episodes": result["episodes"],
+                                            "step": result["step"]}))
+    with open(path) as f:
+        return float(json.load(f)["mean"])
 
 
 def summarize(runs: List[Dict], threshold: float) -> List[Dict]:
@@ -215,7 +242,8 @@ def summarize(runs: List[Dict], threshold: float) -> List[Dict]:
                     "median_best": med("best", ok), "median_final": med("final", ok),
                     "min_held": min(r["held"] for r in solved) if solved else math.nan,
                     "min_settled": min((r["settled"] for r in solved if not math.isnan(r.get("settled", math.nan))),
-                                       default=math.nan)})
+                                       default=math.nan),
+                    "median_fresh": med("fresh", [r for r in rs if not math.isnan(r.get("fresh", math.nan))])})
     return out
 
 
@@ -228,8 +256,8 @@ def markdown_table(runs: List[Dict]) -> str:
         return "-" if math.isnan(v) else f"{math.floor(v * 1000 + 1e-9) / 1000:.3f}"
 
     head = ("| task | span | method | seeds solved | minutes to 0.9, per seed | M steps to 0.9, per seed | "
-            "final success, per seed | lowest after solving | lowest after 0.95 | steps/s |")
-    lines = [head, "| " + " | ".join(["---"] * 10) + " |"]
+            "final success, per seed | fresh envs, per seed | lowest after solving | lowest after 0.95 | steps/s |")
+    lines = [head, "| " + " | ".join(["---"] * 11) + " |"]
     groups: Dict[tuple, List[Dict]] = {}
     for r in runs:
         groups.setdefault((r["task"], r["span"], r["method"]), []).append(r)
@@ -242,7 +270,8 @@ def markdown_table(runs: List[Dict]) -> str:
         lines.append(f"| {task} | {span} | {method} | {len(solved)}/{len(rs)} | "
                      f"{', '.join(fmt(r.get('solved_s', math.nan), 60) for r in rs)} | "
                      f"{', '.join(fmt(r.get('solved_steps', math.nan), 1e6) for r in rs)} | "
-                     f"{', '.join(fmt(r.get('final', math.nan)) for r in rs)} | {low(held)} | {low(settled)} | "
+                     f"{', '.join(fmt(r.get('final', math.nan)) for r in rs)} | "
+                     f"{', '.join(fmt(r.get('fresh', math.nan)) for r in rs)} | {low(held)} | {low(settled)} | "
                      + (f"{min(rates) / 1e3:.1f}-{max(rates) / 1e3:.1f} k |" if rates else "- |"))
     return "\n".join(lines) + "\n"
 

@@ -87,6 +87,9 @@ class ModelConfig:
     learning: Literal["rtrl", "tbptt"] = _f("rtrl", "how the core's gradients are computed")
     core_options: dict = _f({}, "free-form keyword arguments for the core constructor")
     reward_input: bool = _f(True, "feed the previous reward to the core")
+    carry_inputs_across_episodes: bool = _f(
+        False, "feed the previous episode's last reward and action with the first frame of the next episode "
+        "(IMPALA's input as is); false: zero them there, where the core state is reset too")
     prev_action_input: bool = _f(False, "feed the previous action (one-hot) to the core")
     input_scale: float | Literal["auto"] = _f(
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "

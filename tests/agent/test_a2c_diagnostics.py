@@ -2,6 +2,7 @@
 
 import copy
 import csv
+import json
 import math
 
 import pytest
@@ -132,9 +133,13 @@ def test_bench_memory_runs_and_writes_tables(tmp_path, capsys):
     rows = list(csv.DictReader(open(out / "memory_runs.csv")))
     assert {r["method"] for r in rows} == {"rtrl", "a2c"} and all(float(r["steps"]) > 0 for r in rows)
     assert all(0.0 <= float(r["best"]) <= 1.0 for r in rows)
+    # each run's final weights also played 3 episodes per fresh env (fresh.json, computed once)
+    assert all(0.0 <= float(r["fresh"]) <= 1.0 for r in rows)
+    fresh = json.loads((out / "runs" / "cue-vector-3-rtrl-s0" / "fresh.json").read_text())
+    assert fresh["episodes"] == 24 and fresh["mean"] == pytest.approx(float(rows[0]["fresh"]))
     assert (out / "memory.png").stat().st_size > 0
     table = (out / "memory.md").read_text().splitlines()
-    assert len(table) == 4 and table[2].startswith("| cue-vector | 3 | rtrl | ") and table[3].count("|") == 11
+    assert len(table) == 4 and table[2].startswith("| cue-vector | 3 | rtrl | ") and table[3].count("|") == 12
     # --report trains nothing: the table comes from the finished runs of the selection (a2c only here)
     before = {r["method"]: r["steps"] for r in rows}
     assert main(["--tasks", "cue-vector", "--spans", "3", "--methods", "a2c,tbptt", "--seeds", "0", "--report",
@@ -231,5 +236,6 @@ def test_bench_memory_table_rounds_the_lowest_success_down():
     runs.append({"task": "cue-pixels", "span": 100, "method": "rtrl", "seed": 2, "solved_s": math.nan,
                  "solved_steps": math.nan, "final": 0.34, "held": math.nan, "settled": math.nan})
     row = markdown_table(runs).splitlines()[2]
-    assert row.startswith("| cue-pixels | 100 | rtrl | 2/3 | 0.50, 1.00, - | 0.20, 0.20, - | 1.00, 1.00, 0.34 |")
+    assert row.startswith("| cue-pixels | 100 | rtrl | 2/3 | 0.50, 1.00, - | 0.20, 0.20, - | 1.00, 1.00, 0.34 | "
+                          "-, -, - |")  # no fresh-env return (runs of a bench before it had one)
     assert "| 0.899 | 0.951 |" in row  # 0.8996 is below the 0.9 threshold and must not read 0.90

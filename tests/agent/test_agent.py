@@ -350,6 +350,39 @@ def test_input_scale_multiplies_the_features_only():
         load_config("configs/quickstart.yaml", ["model.input_scale=0"])
 
 
+def test_previous_episode_reward_and_action_do_not_enter_the_next_episode():
+    """The first frame of an episode comes with the previous episode's last reward and action: zeroed there
+    by default (the core state is reset there too, so nothing of the last episode reaches the new one), fed
+    as is with model.carry_inputs_across_episodes=true (IMPALA's input)."""
+    torch.manual_seed(0)
+    kw = dict(stem="none", core="elstm", hidden_size=6, learning="rtrl", prev_action_input=True)
+    net = AgentNet((4,), 3, **kw)
+    carry = AgentNet((4,), 3, carry_inputs_across_episodes=True, **kw)
+    carry.load_state_dict(net.state_dict())
+    T, B = 5, 2
+    obs = torch.randn(T, B, 4)
+    done = torch.zeros(T, B, dtype=torch.bool)
+    done[0] = True
+    done[3, 1] = True  # env 1 starts a new episode at t = 3
+    reward, action = torch.ones(T, B), torch.full((T, B), 2, dtype=torch.int64)
+    x = net.core_input(net.features(obs), reward, action, done)
+    xc = carry.core_input(carry.features(obs), reward, action, done)
+    assert torch.equal(x[..., :4], xc[..., :4])  # the observation is never touched
+    assert x[0, :, 4:].abs().sum() == 0 and x[3, 1, 4:].abs().sum() == 0  # reward and one-hot action zeroed
+    assert torch.equal(x[3, 0], xc[3, 0]) and xc[3, 1, 4] == 1 and xc[3, 1, 4 + 1 + 2] == 1
+    # so the policy's output in a new episode cannot depend on how the last one ended ...
+    state = net.initial_state(B)
+    inputs = {"obs": obs[:1], "action": action[:1], "done": done[:1]}
+    out1, _ = net({**inputs, "reward": torch.ones(1, B)}, state)
+    out0, _ = net({**inputs, "reward": torch.zeros(1, B)}, state)
+    assert torch.equal(out1["policy_logits"], out0["policy_logits"])
+    # ... unless the inputs are carried
+    c1, _ = carry({**inputs, "reward": torch.ones(1, B)}, state)
+    c0, _ = carry({**inputs, "reward": torch.zeros(1, B)}, state)
+    assert not torch.equal(c1["policy_logits"], c0["policy_logits"])
+    assert load_config("configs/quickstart.yaml").model.carry_inputs_across_episodes is False
+
+
 @pytest.mark.parametrize("stem, shape, expected", [("none", (3, 8, 8), RAW_PIXEL_INPUT_SCALE), ("none", (5,), 1.0),
                                                    ("impala", (3, 16, 16), 1.0), ("mlp", (5,), 1.0)])
 def test_input_scale_auto_scales_raw_pixels_only(stem, shape, expected):
