@@ -17,31 +17,16 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 
 import numpy as np
 import torch
 
 from r2ac.api import load
+from r2ac.bench.common import run_labels
 from r2ac.evaluation import evaluate_policy
 
 COLUMNS = ("run", "episodes", "goals_found", "steps_to_first_goal", "mean_steps_to_goal_after_first",
            "after_over_first")
-
-
-def run_labels(runs) -> list:
-    """The table's name of each run: its directory name, or, where two runs share one (the same task and seed
-    from two bench directories), ``BENCH_DIR/NAME`` (the directory above ``runs/``)."""
-    paths = [os.path.normpath(r) for r in runs]
-    names = [os.path.basename(p) for p in paths]
-    labels = []
-    for p, n in zip(paths, names):
-        if names.count(n) > 1:
-            parent = os.path.dirname(p)
-            bench = os.path.dirname(parent) if os.path.basename(parent) == "runs" else parent
-            n = f"{os.path.basename(bench)}/{n}"
-        labels.append(n)
-    return labels
 
 
 def memory_row(policy, episodes: int, seed: int) -> dict:

@@ -70,3 +70,18 @@ def write_csv(path: str, rows: List[Dict], columns: Sequence[str]) -> None:
         w.writerows(rows)
 
     atomic_write(path, write, text=True)
+
+
+def run_labels(runs) -> list:
+    """The table's name of each run: its directory name, or, where two runs share one (the same task and seed
+    from two bench directories), ``BENCH_DIR/NAME`` (the directory above ``runs/``)."""
+    paths = [os.path.normpath(r) for r in runs]
+    names = [os.path.basename(p) for p in paths]
+    labels = []
+    for p, n in zip(paths, names):
+        if names.count(n) > 1:
+            parent = os.path.dirname(p)
+            bench = os.path.dirname(parent) if os.path.basename(parent) == "runs" else parent
+            n = f"{os.path.basename(bench)}/{n}"
+        labels.append(n)
+    return labels

@@ -31,8 +31,9 @@ def test_watermaze_memory_reads_a_real_run(tmp_path, capsys, load_tool):
         tool.main([str(other)])
 
 
-def test_watermaze_memory_labels_runs_that_share_a_name(load_tool):
-    labels = load_tool("watermaze_memory").run_labels
+def test_watermaze_memory_labels_runs_that_share_a_name():
+    from r2ac.bench.common import run_labels as labels
+
     assert labels(["a/runs/wm-s0", "a/runs/wm-s1"]) == ["wm-s0", "wm-s1"]
     assert labels(["a/runs/wm-s0", "b/runs/wm-s0/", "c/wm-s1"]) == ["a/wm-s0", "b/wm-s0", "wm-s1"]
     assert labels(["x/wm", "y/wm"]) == ["x/wm", "y/wm"]
