@@ -28,7 +28,7 @@ import torch
 
 from r2ac.agent.distributions import categorical_sample
 from r2ac.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, load_latest_checkpoint
-from r2ac.config import Config, ConfigError, config_from_dict
+from r2ac.config import Config, ConfigError, config_from_dict, upgrade_resolved
 
 __all__ = ["Policy", "PolicyState", "load", "load_checkpoint_for", "run_dir_of_path"]
 
@@ -74,7 +74,7 @@ def load_checkpoint_for(path: str, checkpoint: Optional[int] = None) -> dict:
 def _config_of(ckpt: dict, where: str) -> Config:
     if not isinstance(ckpt.get("config"), dict):
         raise CheckpointError(f"{where} holds no run config; it was not written by r2ac train")
-    return config_from_dict(ckpt["config"])
+    return config_from_dict(upgrade_resolved(ckpt["config"]))
 
 
 class Policy:

@@ -338,7 +338,7 @@ def evaluate_run(path: str, overrides: List[str] = (), *, checkpoint: Optional[i
 def load_for_eval(path: str):
     """A run directory or a checkpoint file -> (config, checkpoint)."""
     from r2ac.checkpoint import load_checkpoint, load_latest_checkpoint
-    from r2ac.config import config_from_dict
+    from r2ac.config import config_from_dict, upgrade_resolved
 
     if os.path.isdir(path):
         ckpt = load_latest_checkpoint(path)
@@ -348,7 +348,7 @@ def load_for_eval(path: str):
         ckpt = load_checkpoint(path)
     else:
         raise FileNotFoundError(f"{path}: no such run directory or checkpoint file")
-    return config_from_dict(ckpt["config"]), ckpt
+    return config_from_dict(upgrade_resolved(ckpt["config"])), ckpt
 
 
 def play_episodes(net, venv, episodes: int, seed: int) -> np.ndarray:

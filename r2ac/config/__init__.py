@@ -9,12 +9,13 @@ help and bounds, validation) and loading (``loading.py``: YAML files with ``base
 """
 
 from r2ac.config.loading import (PACKAGED_CONFIGS, apply_overrides, config_hash, load_config, packaged_configs,
-                                 resolve_config_path, save_config)
+                                 resolve_config_path, save_config, upgrade_resolved)
 from r2ac.config.schema import (CheckpointConfig, Config, ConfigError, EnvConfig, EvalConfig, LearnerConfig,
                                 LoggerConfig, ModelConfig, PipelineConfig, PPOConfig, RuntimeConfig, StemConfig,
                                 config_from_dict, config_keys, config_to_dict)
 
 __all__ = [
+    "upgrade_resolved",
     "ConfigError",
     "Config",
     "EnvConfig",

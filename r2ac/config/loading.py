@@ -59,7 +59,8 @@ def _read_yaml(path: str, chain: tuple[str, ...] = ()) -> dict:
         raise ConfigError(f"config file not found: {path}{via}; check the path ({hint})")
     try:
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
+            text = fh.read()
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ConfigError(f"not valid YAML: {e}", source=path) from None
     if data is None:
@@ -69,6 +70,8 @@ def _read_yaml(path: str, chain: tuple[str, ...] = ()) -> dict:
             f"the top level must be a mapping (key: value pairs), got {type(data).__name__}",
             source=path,
         )
+    if text.startswith(RESOLVED_HEADER):
+        data = upgrade_resolved(data)
     bases = data.pop("base", None)
     if bases is None:
         return data
@@ -289,10 +292,29 @@ def _atomic_write_text(path: str, text: str) -> None:
     atomic_write_text(path, text)
 
 
+RESOLVED_HEADER = "# r2ac resolved config"
+
+#: keys added to the schema after runs were saved, with the value that reproduces those runs
+_ADDED_KEYS = (("model", "carry_inputs_across_episodes", True),)
+
+
+def upgrade_resolved(d: dict) -> dict:
+    """A resolved config saved by an older r2ac (a run's ``config.yaml``, a checkpoint's config), with each
+    key added since set to the value that reproduces the old behaviour rather than today's default (runs
+    saved before ``model.carry_inputs_across_episodes`` existed carried the inputs). A resolved config lists
+    every key of its time, so a missing one was added later."""
+    d = copy.deepcopy(d)
+    for section, key, old in _ADDED_KEYS:
+        sec = d.get(section)
+        if isinstance(sec, dict) and key not in sec:
+            sec[key] = old
+    return d
+
+
 def save_config(cfg: Config, path: str | os.PathLike) -> None:
     """Atomically write the resolved config as YAML (loadable again with :func:`load_config`)."""
     text = (
-        f"# r2ac resolved config (config_hash {config_hash(cfg)})\n"
+        f"{RESOLVED_HEADER} (config_hash {config_hash(cfg)})\n"
         + yaml.safe_dump(config_to_dict(cfg), sort_keys=False, default_flow_style=None)
     )
     _atomic_write_text(os.fspath(path), text)

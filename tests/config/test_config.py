@@ -127,6 +127,29 @@ def test_core_override_drops_the_previous_cores_options(tmp_path):
     assert load_config(base, ["seed=1"]).model.core_options == {"contractive": True}
 
 
+def test_configs_saved_before_a_key_existed_keep_their_old_behaviour(tmp_path):
+    """A run saved before model.carry_inputs_across_episodes existed carried the inputs: loading its resolved
+    config (config.yaml, or a checkpoint's) gives true, not today's default; a saved config that lists the key
+    and a hand-written file that omits it are taken as they are."""
+    cfg = load_config(None, ["name=old"])
+    path = tmp_path / "config.yaml"
+    save_config(cfg, path)
+    assert load_config(str(path)).model.carry_inputs_across_episodes is False  # saved today: as saved
+    text = path.read_text().replace("  carry_inputs_across_episodes: false\n", "")
+    assert "carry_inputs_across_episodes" not in text and text.startswith("# r2ac resolved config")
+    path.write_text(text)
+    assert load_config(str(path)).model.carry_inputs_across_episodes is True
+    assert load_config(str(path), ["model.carry_inputs_across_episodes=false"]).model.carry_inputs_across_episodes is False
+    hand = write(tmp_path / "hand.yaml", "model: {hidden_size: 8}\n")
+    assert load_config(hand).model.carry_inputs_across_episodes is False
+    from r2ac.api import _config_of
+
+    old = config_to_dict(cfg)
+    del old["model"]["carry_inputs_across_episodes"]
+    assert _config_of({"config": old}, "ckpt").model.carry_inputs_across_episodes is True
+    assert "carry_inputs_across_episodes" not in old["model"]  # the checkpoint's dict is not changed
+
+
 def test_apply_overrides_returns_new_validated_config():
     c = load_config(None)
     c2 = apply_overrides(c, ["seed=3", "env.options={a: {b: 1}}", "env.options.a.c=2"])
