@@ -18,13 +18,11 @@ existed carried the inputs: ``--set model.carry_inputs_across_episodes=true``).
 from __future__ import annotations
 
 import argparse
-import csv
 
 import numpy as np
-import torch
 
 from r2ac.api import _config_of, load_checkpoint_for, policy_from_checkpoint
-from r2ac.bench.common import run_labels
+from r2ac.bench.common import one_torch_thread, report_table, run_labels
 from r2ac.config import apply_overrides
 from r2ac.envs import make_vec_env
 
@@ -71,10 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.envs < 1 or a.episodes < 2:
         raise SystemExit("episode_chain: --envs must be >= 1 and --episodes >= 2")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small batches: a thread pool only adds waiting on a busy machine
     rows = []
-    try:
+    with one_torch_thread():
         for run, label in zip(a.runs, run_labels(a.runs)):
             ckpt = load_checkpoint_for(run)
             cfg = _config_of(ckpt, run)
@@ -83,18 +79,9 @@ def main(argv: list[str] | None = None) -> int:
             policy = policy_from_checkpoint(ckpt, cfg, seed=a.seed)
             returns = episode_returns(policy, cfg.env.id, dict(cfg.env.options), a.envs, a.episodes, a.seed)
             rows.append({"run": label, **chain_row(returns)})
-    finally:
-        torch.set_num_threads(threads)
-    print("| run | first episode | later episodes | after a paid episode | after an unpaid one (episodes) |")
-    print("| --- | --- | --- | --- | --- |")
-    for r in rows:
-        print(f"| {r['run']} | {r['first']:.2f} | {r['later']:.2f} | {r['after_paid']:.2f} | "
-              f"{r['after_unpaid']:.2f} ({r['n_after_unpaid']}) |")
-    if a.out:
-        with open(a.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=COLUMNS)
-            w.writeheader()
-            w.writerows(rows)
+    report_table(["run", "first episode", "later episodes", "after a paid episode", "after an unpaid one (episodes)"],
+                 [[r["run"], f"{r['first']:.2f}", f"{r['later']:.2f}", f"{r['after_paid']:.2f}",
+                   f"{r['after_unpaid']:.2f} ({r['n_after_unpaid']})"] for r in rows], rows, COLUMNS, a.out)
     return 0
 
 

@@ -16,13 +16,11 @@ a ratio of about 0.7-0.8): read an agent's ratio against a feed-forward agent's,
 from __future__ import annotations
 
 import argparse
-import csv
 
 import numpy as np
-import torch
 
 from r2ac.api import load
-from r2ac.bench.common import run_labels
+from r2ac.bench.common import one_torch_thread, report_table, run_labels
 from r2ac.evaluation import evaluate_policy
 
 COLUMNS = ("run", "episodes", "goals_found", "steps_to_first_goal", "mean_steps_to_goal_after_first",
@@ -51,28 +49,18 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.episodes < 1:
         raise SystemExit("watermaze_memory: --episodes must be >= 1")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny batches: a thread pool only adds waiting on a busy machine
     rows = []
-    try:
+    with one_torch_thread():
         for run, label in zip(a.runs, run_labels(a.runs)):
             policy = load(run, greedy=False, seed=a.seed)
             if policy.config.env.id != "watermaze":
                 raise SystemExit(f"watermaze_memory: {run} is a run of env {policy.config.env.id!r}, "
                                  "not of the watermaze")
             rows.append({"run": label, **memory_row(policy, a.episodes, a.seed)})
-    finally:
-        torch.set_num_threads(threads)
-    print("| run | goals per episode | steps to the first goal | steps back to it after | after / first |")
-    print("| --- | --- | --- | --- | --- |")
-    for r in rows:
-        print(f"| {r['run']} | {r['goals_found']:.2f} | {r['steps_to_first_goal']:.1f} | "
-              f"{r['mean_steps_to_goal_after_first']:.1f} | {r['after_over_first']:.2f} |")
-    if a.out:
-        with open(a.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=COLUMNS)
-            w.writeheader()
-            w.writerows(rows)
+    report_table(["run", "goals per episode", "steps to the first goal", "steps back to it after", "after / first"],
+                 [[r["run"], f"{r['goals_found']:.2f}", f"{r['steps_to_first_goal']:.1f}",
+                   f"{r['mean_steps_to_goal_after_first']:.1f}", f"{r['after_over_first']:.2f}"] for r in rows],
+                 rows, COLUMNS, a.out)
     return 0
 
 

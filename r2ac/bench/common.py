@@ -7,7 +7,8 @@ import os
 import platform
 import statistics
 import time
-from typing import Callable, Dict, List, Sequence
+from contextlib import contextmanager
+from typing import Callable, Dict, Iterator, List, Sequence
 
 import torch
 
@@ -85,3 +86,27 @@ def run_labels(runs) -> list:
             n = f"{os.path.basename(bench)}/{n}"
         labels.append(n)
     return labels
+
+
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Torch on one thread inside the block (small batches: a thread pool only adds waiting on a busy
+    machine), the previous setting after it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def report_table(header: Sequence[str], cells: List[Sequence[str]], rows: List[Dict], columns: Sequence[str],
+                 out: str = "") -> None:
+    """Print a markdown table (``header``, one line of ``cells`` per row) and, given ``out``, write ``rows``
+    there as CSV with ``columns`` (the tools' output)."""
+    print("| " + " | ".join(header) + " |")
+    print("| " + " | ".join(["---"] * len(header)) + " |")
+    for c in cells:
+        print("| " + " | ".join(c) + " |")
+    if out:
+        write_csv(out, rows, columns)

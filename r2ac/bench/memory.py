@@ -547,6 +547,18 @@ def plot(runs: List[Dict], curves: Dict[str, list], path: str, threshold: float,
     plt.close(fig)
 
 
+def _write_outputs(out: str, stem: str, rows: List[Dict], columns: Sequence[str], markdown, plot_fn,
+                   what: str) -> None:
+    """``<out>/<stem>.csv``, ``.md`` and ``.png`` of a table that trains nothing (--matrix, --compare)."""
+    os.makedirs(out, exist_ok=True)
+    write_csv(os.path.join(out, f"{stem}.csv"), rows, columns)
+    with open(os.path.join(out, f"{stem}.md"), "w") as f:
+        f.write(markdown(rows))
+    plot_fn(rows, os.path.join(out, f"{stem}.png"))
+    print(markdown(rows))
+    print(f"{what}. CSV: {out}/{stem}.csv; table: {out}/{stem}.md; plot: {out}/{stem}.png")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="r2ac bench memory", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -584,28 +596,16 @@ def main(argv: Optional[List[str]] = None) -> int:
             p.error(str(e))
         if not rows:
             p.error("--compare: no task, span and method that two of the settings both ran")
-        os.makedirs(args.out, exist_ok=True)
-        write_csv(os.path.join(args.out, "compare.csv"), rows, COMPARE_COLUMNS)
-        with open(os.path.join(args.out, "compare.md"), "w") as f:
-            f.write(compare_markdown(rows))
-        plot_compare(rows, os.path.join(args.out, "compare.png"))
-        print(compare_markdown(rows))
-        print(f"{len({(r['task'], r['span'], r['method']) for r in rows})} cells. CSV: {args.out}/compare.csv; "
-              f"table: {args.out}/compare.md; plot: {args.out}/compare.png")
+        cells = len({(r["task"], r["span"], r["method"]) for r in rows})
+        _write_outputs(args.out, "compare", rows, COMPARE_COLUMNS, compare_markdown, plot_compare, f"{cells} cells")
         return 0
     if args.matrix:
         try:
             rows = matrix(args.matrix)
         except FileNotFoundError as e:
             p.error(str(e))
-        os.makedirs(args.out, exist_ok=True)
-        write_csv(os.path.join(args.out, "matrix.csv"), rows, MATRIX_COLUMNS)
-        with open(os.path.join(args.out, "matrix.md"), "w") as f:
-            f.write(matrix_markdown(rows))
-        plot_matrix(rows, os.path.join(args.out, "matrix.png"))
-        print(matrix_markdown(rows))
-        print(f"{len(rows)} cells from {len(args.matrix)} benches. CSV: {args.out}/matrix.csv; table: "
-              f"{args.out}/matrix.md; plot: {args.out}/matrix.png")
+        _write_outputs(args.out, "matrix", rows, MATRIX_COLUMNS, matrix_markdown, plot_matrix,
+                       f"{len(rows)} cells from {len(args.matrix)} benches")
         return 0
     tasks = list(TASKS) if args.tasks == "all" else [t.strip() for t in args.tasks.split(",") if t.strip()]
     methods = list(METHODS) if args.methods == "all" else [m.strip() for m in args.methods.split(",") if m.strip()]

@@ -139,7 +139,8 @@ def test_configs_saved_before_a_key_existed_keep_their_old_behaviour(tmp_path):
     assert "carry_inputs_across_episodes" not in text and text.startswith("# r2ac resolved config")
     path.write_text(text)
     assert load_config(str(path)).model.carry_inputs_across_episodes is True
-    assert load_config(str(path), ["model.carry_inputs_across_episodes=false"]).model.carry_inputs_across_episodes is False
+    off = load_config(str(path), ["model.carry_inputs_across_episodes=false"])
+    assert off.model.carry_inputs_across_episodes is False
     hand = write(tmp_path / "hand.yaml", "model: {hidden_size: 8}\n")
     assert load_config(hand).model.carry_inputs_across_episodes is False
     from r2ac.api import _config_of
