@@ -343,7 +343,8 @@ def matrix(dirs: Sequence[str]) -> List[Dict]:
 
 
 COMPARE_COLUMNS = ["task", "span", "method", "setting", "seeds", "solved", "solved_Msteps",
-                   "median_solved_Msteps", "min_held", "final_min", "final_max", "run_Msteps", "source"]
+                   "median_solved_Msteps", "min_held", "final_min", "final_max", "fresh_min", "fresh_max", "run_Msteps",
+                   "source"]
 
 
 def parse_settings(specs: Sequence[str]) -> Dict[str, List[str]]:
@@ -378,12 +379,14 @@ def compare(settings: Dict[str, List[str]]) -> List[Dict]:
             solved = [r["solved_steps"] / 1e6 for r in rs if not math.isnan(r["solved_steps"])]
             held = [r["held"] for r in rs if not math.isnan(r["solved_steps"]) and not math.isnan(r["held"])]
             finals = [r["final"] for r in rs if not math.isnan(r["final"])]
+            fresh = [r["fresh"] for r in rs if not math.isnan(r.get("fresh", math.nan))]
             per_seed = ["-" if math.isnan(r["solved_steps"]) else f"{r['solved_steps'] / 1e6:.2f}" for r in rs]
             out.append({"task": key[0], "span": key[1], "method": key[2], "setting": label, "seeds": len(rs),
                         "solved": len(solved), "solved_Msteps": " ".join(per_seed),
                         "median_solved_Msteps": statistics.median(solved) if solved else math.nan,
                         "min_held": min(held, default=math.nan), "final_min": min(finals, default=math.nan),
-                        "final_max": max(finals, default=math.nan),
+                        "final_max": max(finals, default=math.nan), "fresh_min": min(fresh, default=math.nan),
+                        "fresh_max": max(fresh, default=math.nan),
                         "run_Msteps": max((r["steps"] / 1e6 for r in rs), default=math.nan),
                         "source": " ".join(srcs)})
     return out
@@ -392,12 +395,16 @@ def compare(settings: Dict[str, List[str]]) -> List[Dict]:
 def compare_markdown(rows: List[Dict]) -> str:
     """Settings side by side: a row per cell and setting, M steps to solve per seed ("-": not solved)."""
     lines = ["| task | span | method | setting | seeds solved | M steps to solve, per seed | median | lowest "
-             "after solving | final | run (M steps) |", "| " + " | ".join(["---"] * 10) + " |"]
+             "after solving | final | fresh envs | run (M steps) |", "| " + " | ".join(["---"] * 11) + " |"]
+
+    def num(v, fmt="{:.2f}"):
+        return "-" if math.isnan(v) else fmt.format(v)
+
+    def span(lo, hi):
+        return num(lo) if num(lo) == num(hi) else f"{num(lo)}-{num(hi)}"
+
     for r in rows:
-        def num(v, fmt="{:.2f}"):
-            return "-" if math.isnan(v) else fmt.format(v)
-        final = num(r["final_min"]) if num(r["final_min"]) == num(r["final_max"]) else \
-            f"{num(r['final_min'])}-{num(r['final_max'])}"
+        final, fresh = span(r["final_min"], r["final_max"]), span(r["fresh_min"], r["fresh_max"])
         if r["task"] in NO_THRESHOLD:
             solved, steps, median, held = "-", "-", "-", "-"
         else:
@@ -405,7 +412,7 @@ def compare_markdown(rows: List[Dict]) -> str:
             median = num(r["median_solved_Msteps"])
             held = "-" if math.isnan(r["min_held"]) else f"{math.floor(r['min_held'] * 1000 + 1e-9) / 1000:.3f}"
         lines.append(f"| {r['task']} | {r['span']} | {r['method']} | {r['setting']} | {solved} | {steps} | {median} "
-                     f"| {held} | {final} | {num(r['run_Msteps'], '{:.1f}')} |")
+                     f"| {held} | {final} | {fresh} | {num(r['run_Msteps'], '{:.1f}')} |")
     return "\n".join(lines) + "\n"
 
 
