@@ -21,16 +21,20 @@ from torch.nn import functional as F
 __all__ = ["core_input", "core_input_size"]
 
 
-def core_input_size(feature_size: int, reward_input: bool, prev_action_input: bool, action_dim: int) -> int:
-    """Width of x_t: the features, 1 for the reward, ``action_dim`` for the previous action."""
-    return int(feature_size) + int(reward_input) + (int(action_dim) if prev_action_input else 0)
+def core_input_size(feature_size: int, reward_input: bool, prev_action_input: bool, action_dim: int,
+                    episode_start_input: bool = False) -> int:
+    """Width of x_t: the features, 1 for the reward, ``action_dim`` for the previous action, 1 for the
+    episode-start flag."""
+    return (int(feature_size) + int(reward_input) + (int(action_dim) if prev_action_input else 0)
+            + int(episode_start_input))
 
 
 def core_input(features: Tensor, reward: Tensor, prev_action: Tensor, *, reward_input: bool,
                prev_action_input: bool, action_dim: int, discrete: bool = True, reward_clip: float = 0.0,
-               keep: Optional[Tensor] = None) -> Tensor:
+               keep: Optional[Tensor] = None, first: Optional[Tensor] = None) -> Tensor:
     """x_t from features [..., F], reward [...], prev_action [...] (discrete indices) or [..., A]
-    (continuous); ``keep`` [...] (0/1, features' dtype) multiplies the reward and action parts."""
+    (continuous); ``keep`` [...] (0/1, features' dtype) multiplies the reward and action parts; ``first``
+    [...] (bool: the frame starts an episode), when given, is appended as one more input (1 there, else 0)."""
     parts = [features]
     if reward_input:
         r = reward.to(features.dtype)
@@ -47,4 +51,6 @@ def core_input(features: Tensor, reward: Tensor, prev_action: Tensor, *, reward_
         if keep is not None:
             a = a * keep.unsqueeze(-1)
         parts.append(a)
+    if first is not None:
+        parts.append(first.to(features.dtype).unsqueeze(-1))
     return torch.cat(parts, -1) if len(parts) > 1 else features

@@ -45,7 +45,7 @@ class AgentNet(nn.Module):
                  stem_channels=(16, 32, 32), stem_fc: int = 256, core: str = "elstm", hidden_size: int = 512,
                  learning: str = "rtrl", core_options: Optional[dict] = None, reward_input: bool = True,
                  prev_action_input: bool = False, reward_clip: float = 1.0, input_scale: float | str = "auto",
-                 carry_inputs_across_episodes: bool = False):
+                 carry_inputs_across_episodes: bool = False, episode_start_input: bool = False):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -53,10 +53,11 @@ class AgentNet(nn.Module):
         self.reward_input = reward_input
         self.prev_action_input = prev_action_input
         self.carry_inputs_across_episodes = bool(carry_inputs_across_episodes)
+        self.episode_start_input = bool(episode_start_input)
         self.reward_clip = float(reward_clip)
         self.input_scale = resolve_input_scale(input_scale, self.stem)
         self.core_input_size = inputs.core_input_size(self.stem.output_size, reward_input, prev_action_input,
-                                                      num_actions)
+                                                      num_actions, self.episode_start_input)
         self.core = make_core(core, self.core_input_size, hidden_size, learning=learning, **(core_options or {}))
         self.policy = nn.Linear(self.core.output_size, num_actions)
         self.baseline = nn.Linear(self.core.output_size, 1)
@@ -69,7 +70,8 @@ class AgentNet(nn.Module):
                    learning=model_cfg.learning, core_options=dict(model_cfg.core_options),
                    reward_input=model_cfg.reward_input, prev_action_input=model_cfg.prev_action_input,
                    reward_clip=reward_clip, input_scale=model_cfg.input_scale,
-                   carry_inputs_across_episodes=model_cfg.carry_inputs_across_episodes)
+                   carry_inputs_across_episodes=model_cfg.carry_inputs_across_episodes,
+                   episode_start_input=model_cfg.episode_start_input)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -96,13 +98,17 @@ class AgentNet(nn.Module):
         """The core's input (``r2ac.agent.inputs.core_input``): features (times ``input_scale``), clipped
         reward, one-hot action; where ``done`` (the frame starts an episode) the reward and action are the
         previous episode's and are zeroed, unless ``carry_inputs_across_episodes``: the core state is reset
-        there, and a reward carried in would let a policy chain episodes (store a cue only after a paid one)."""
+        there, and a reward carried in would let a policy chain episodes (store a cue only after a paid one).
+        With ``episode_start_input`` the flag itself is one more input (1 on an episode's first frame)."""
         if self.input_scale != 1.0:
             features = features * self.input_scale
         keep = None if done is None or self.carry_inputs_across_episodes else (~done).to(features.dtype)
+        if self.episode_start_input and done is None:
+            raise ValueError("episode_start_input needs the done flags of the frames (which start an episode)")
         return inputs.core_input(features, reward, prev_action, reward_input=self.reward_input,
                                  prev_action_input=self.prev_action_input, action_dim=self.num_actions,
-                                 reward_clip=self.reward_clip, keep=keep)
+                                 reward_clip=self.reward_clip, keep=keep,
+                                 first=done if self.episode_start_input else None)
 
     def heads(self, y: Tensor) -> Dict[str, Tensor]:
         return {"policy_logits": self.policy(y), "baseline": self.baseline(y).squeeze(-1)}

@@ -383,6 +383,23 @@ def test_previous_episode_reward_and_action_do_not_enter_the_next_episode():
     assert load_config("configs/quickstart.yaml").model.carry_inputs_across_episodes is False
 
 
+def test_episode_start_input_marks_the_first_frame_of_an_episode():
+    """model.episode_start_input: one more core input, 1 where the frame starts an episode; PPO refuses it."""
+    torch.manual_seed(0)
+    flag = AgentNet((4,), 3, stem="none", core="elstm", hidden_size=6, episode_start_input=True)
+    plain = AgentNet((4,), 3, stem="none", core="elstm", hidden_size=6)
+    assert flag.core_input_size == plain.core_input_size + 1 == 4 + 1 + 1
+    done = torch.tensor([[True, False], [False, True], [False, False]])
+    x = flag.core_input(torch.randn(3, 2, 4), torch.ones(3, 2), torch.zeros(3, 2, dtype=torch.int64), done)
+    assert torch.equal(x[..., -1], done.float()) and torch.equal(x[..., 4], (~done).float())
+    with pytest.raises(ValueError, match="done flags"):
+        flag.core_input(torch.randn(3, 2, 4), torch.ones(3, 2), torch.zeros(3, 2, dtype=torch.int64))
+    cfg = load_config("configs/quickstart.yaml", ["model.episode_start_input=true"])
+    assert AgentNet.from_config(cfg.model, (3, 8, 8), 3).episode_start_input
+    with pytest.raises(Exception, match="episode_start_input: the PPO agent"):
+        load_config("configs/quickstart.yaml", ["algo=ppo", "model.episode_start_input=true"])
+
+
 @pytest.mark.parametrize("stem, shape, expected", [("none", (3, 8, 8), RAW_PIXEL_INPUT_SCALE), ("none", (5,), 1.0),
                                                    ("impala", (3, 16, 16), 1.0), ("mlp", (5,), 1.0)])
 def test_input_scale_auto_scales_raw_pixels_only(stem, shape, expected):
