@@ -442,7 +442,8 @@ def plot_compare(rows: List[Dict], path: str) -> None:
     ax.set_xticks(range(len(cells)))
     ax.set_xticklabels([f"{t}\n{s}" + ("" if m == "rtrl" else f"\n{m}") for t, s, m in cells], fontsize=7)
     ax.set_ylabel("M agent steps to success >= threshold")
-    ax.grid(alpha=0.3, axis="y")
+    ax.set_yscale("log")  # spans from 0.1 M (short tasks) to tens of M steps
+    ax.grid(alpha=0.3, axis="y", which="both")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
