@@ -11,8 +11,8 @@ episodes 2..K). An agent whose memory works alone has about the same return in a
 stores the cue only when the previous episode paid (through the reward input at the first frame, runs with
 ``model.carry_inputs_across_episodes=true``) is at chance in the first episode and after an unpaid one, and
 near 1 after a paid one: the rolling training success then reads high while one miss drops the agent to
-chance until a guess pays again. ``--set`` overrides the runs' configs (runs trained before the option
-existed carried the inputs: ``--set model.carry_inputs_across_episodes=true``).
+chance until a guess pays again. ``--set`` overrides the runs' configs (runs saved before
+``model.carry_inputs_across_episodes`` existed load with ``true``, as they were trained).
 """
 
 from __future__ import annotations
