@@ -1,13 +1,14 @@
 """The recurrent core's input, one builder for every agent: features of the current observation, then
-(optionally) the previous reward and the previous action:
+(optionally) the previous reward, the previous action and the episode-start flag:
 
-    x_t = [ features(o_t),  r_t (clipped to [-c, c] if c > 0),  onehot(a_{t-1}) | clip(a_{t-1}, -1, 1) ]
+    x_t = [ features(o_t),  r_t (clipped to [-c, c] if c > 0),  onehot(a_{t-1}) | clip(a_{t-1}, -1, 1),  first_t ]
 
 IMPALA/R2AC (``r2ac.agent.nets.AgentNet``): stem features, the reward received with frame t, the one-hot
 action that led to it (IMPALA's input, the R2AC paper's Sec. 4), both zeroed on the first frame of an
 episode (they belong to the previous one; ``model.carry_inputs_across_episodes=true`` keeps them). PPO
 (``r2ac.agent.ppo``): the normalised observation, with reward and action zeroed where an episode starts
-(``keep`` = 0 there), discrete actions one-hot, continuous ones clipped to the action box [-1, 1].
+(``keep`` = 0 there), discrete actions one-hot, continuous ones clipped to the action box [-1, 1]. Either
+agent appends first_t (1 where frame t starts an episode) with ``model.episode_start_input``.
 """
 
 from __future__ import annotations

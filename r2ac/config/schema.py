@@ -91,7 +91,7 @@ class ModelConfig:
         False, "feed the previous episode's last reward and action with the first frame of the next episode "
         "(IMPALA's input as is); false: zero them there, where the core state is reset too")
     episode_start_input: bool = _f(
-        False, "one more core input, 1 on the first frame of an episode and 0 elsewhere (IMPALA/A2C agents)")
+        False, "one more core input, 1 on the first frame of an episode and 0 elsewhere")
     prev_action_input: bool = _f(False, "feed the previous action (one-hot) to the core")
     input_scale: float | Literal["auto"] = _f(
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "
@@ -517,9 +517,6 @@ def _check_cross(cfg: Config, errors: list[str]) -> None:
             f"learner.grad_spike_factor: {cfg.learner.grad_spike_factor} would skip ordinary updates; use a "
             "factor well above 1 (e.g. 100) or 0 to turn the check off"
         )
-    if cfg.algo == "ppo" and cfg.model.episode_start_input:
-        errors.append("model.episode_start_input: the PPO agent builds its own inputs and has no episode-start "
-                      "flag; use it with algo=impala or algo=a2c, or set model.episode_start_input=false")
     if cfg.algo == "ppo":
         samples = cfg.env.num_envs * cfg.ppo.rollout_length
         if cfg.ppo.minibatches > samples:

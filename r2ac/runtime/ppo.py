@@ -9,8 +9,8 @@ zero core state.
 
 Every option is in the config: the ``ppo`` section (``PPOConfig``: rollouts, epochs, the loss, Adam, the
 encoder, chunk lengths, normalisation, the trace-memory budget) and the ``model`` section (core,
-hidden_size, learning, core_options, reward_input, prev_action_input). The resolved choices (chunk length,
-normalisation) are in ``summary.json`` under ``ppo_options``.
+hidden_size, learning, core_options, reward_input, prev_action_input, episode_start_input). The resolved
+choices (chunk length, normalisation) are in ``summary.json`` under ``ppo_options``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def build_ppo_net(cfg: Config, venv) -> PPONet:
     m = cfg.model
     kind, dim = action_spec(venv)
     obs_size = int(np.prod(venv.observation_shape))
-    d_in = core_input_size(obs_size, m.reward_input, m.prev_action_input, dim)
+    d_in = core_input_size(obs_size, m.reward_input, m.prev_action_input, dim, m.episode_start_input)
     return PPONet(d_in, kind, dim, core=m.core, hidden_size=m.hidden_size, learning=m.learning,
                   core_options=dict(m.core_options), encoder=tuple(cfg.ppo.encoder),
                   log_std_init=cfg.ppo.log_std_init, obs_size=obs_size)
@@ -90,7 +90,8 @@ class PPOSession(RunSession):
         try:
             self.collector = RolloutCollector(self.net, venv, p, generator=self.act_gen,
                                               reward_input=cfg.model.reward_input,
-                                              prev_action_input=cfg.model.prev_action_input)
+                                              prev_action_input=cfg.model.prev_action_input,
+                                              episode_start_input=cfg.model.episode_start_input)
         except BaseException:
             self.close()
             raise

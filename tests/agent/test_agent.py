@@ -396,8 +396,6 @@ def test_episode_start_input_marks_the_first_frame_of_an_episode():
         flag.core_input(torch.randn(3, 2, 4), torch.ones(3, 2), torch.zeros(3, 2, dtype=torch.int64))
     cfg = load_config("configs/quickstart.yaml", ["model.episode_start_input=true"])
     assert AgentNet.from_config(cfg.model, (3, 8, 8), 3).episode_start_input
-    with pytest.raises(Exception, match="episode_start_input: the PPO agent"):
-        load_config("configs/quickstart.yaml", ["algo=ppo", "model.episode_start_input=true"])
 
 
 @pytest.mark.parametrize("stem, shape, expected", [("none", (3, 8, 8), RAW_PIXEL_INPUT_SCALE), ("none", (5,), 1.0),

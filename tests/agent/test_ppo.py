@@ -303,6 +303,24 @@ def test_train_ppo_run_dir_and_resume(tmp_path, capsys):
     assert len(rows) == 1 + 4
 
 
+def test_ppo_episode_start_input_marks_the_first_frame_of_each_episode(tmp_path):
+    """model.episode_start_input for PPO: the network input has one more entry, 1 exactly on the frames that
+    start an episode (the reset flags, T-maze episodes of 3 steps inside 8-step rollouts), and a run trains."""
+    from r2ac.runtime.ppo import build_ppo_net, train_ppo
+
+    cfg = _cfg(tmp_path, "model.episode_start_input=true")
+    venv = make_vec_env("tmaze", 2, 0, corridor_length=2)
+    net = build_ppo_net(cfg, venv)
+    assert net.input_size == build_ppo_net(_cfg(tmp_path), venv).input_size + 1
+    col = RolloutCollector(net, venv, cfg.ppo, generator=torch.Generator().manual_seed(0),
+                           episode_start_input=True)
+    for _ in range(2):
+        ro = col.collect()
+        assert ro.reset.any() and not ro.reset.all()
+        assert torch.equal(ro.x[..., -1], ro.reset.to(ro.x.dtype))
+    assert train_ppo(cfg)["status"] == "finished"
+
+
 def test_train_ppo_memory_budget_is_a_clear_error(tmp_path):
     from r2ac.runtime.ppo import TraceMemoryError, train_ppo
 
