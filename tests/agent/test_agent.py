@@ -334,7 +334,8 @@ def test_every_core_drives_the_agent(core):
 
 
 def test_input_scale_multiplies_the_features_only():
-    """model.input_scale: the stem's features enter the core scaled; the reward input does not."""
+    """model.input_scale: the stem's features enter the core scaled; the reward and episode-start inputs do
+    not."""
     cfg = load_config("configs/quickstart.yaml", ["model.input_scale=4.0", "env.options={corridor_length: 4}"])
     venv = make_vec_env("tmaze", 2, 0, corridor_length=4)
     net = AgentNet.from_config(cfg.model, venv.observation_shape, venv.num_actions)
@@ -343,8 +344,11 @@ def test_input_scale_multiplies_the_features_only():
     obs = torch.from_numpy(venv.reset()).unsqueeze(0)
     feats = net.features(obs)
     reward, action = torch.full((1, 2), 0.5), torch.zeros(1, 2, dtype=torch.int64)
-    x, x1 = net.core_input(feats, reward, action), plain.core_input(feats, reward, action)
-    assert torch.equal(x[..., :-1], 4.0 * x1[..., :-1]) and torch.equal(x[..., -1], x1[..., -1])
+    done = torch.tensor([[False, True]])  # quickstart's episode-start flag: not scaled either
+    x, x1 = net.core_input(feats, reward, action, done), plain.core_input(feats, reward, action, done)
+    F = feats.shape[-1]
+    assert x.shape[-1] == F + 2 and torch.equal(x[..., :F], 4.0 * x1[..., :F])
+    assert torch.equal(x[..., F:], x1[..., F:]) and torch.equal(x[..., -1], done.float())
     assert feats.abs().max() > 0
     with pytest.raises(Exception, match="input_scale"):
         load_config("configs/quickstart.yaml", ["model.input_scale=0"])
