@@ -8,7 +8,8 @@ action that led to it (IMPALA's input, the R2AC paper's Sec. 4), both zeroed on 
 episode (they belong to the previous one; ``model.carry_inputs_across_episodes=true`` keeps them). PPO
 (``r2ac.agent.ppo``): the normalised observation, with reward and action zeroed where an episode starts
 (``keep`` = 0 there), discrete actions one-hot, continuous ones clipped to the action box [-1, 1]. Either
-agent appends first_t (1 where frame t starts an episode) with ``model.episode_start_input``.
+agent appends first_t (``model.episode_start_value``, 1 by default, where frame t starts an episode; 0
+elsewhere) with ``model.episode_start_input``.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ def core_input_size(feature_size: int, reward_input: bool, prev_action_input: bo
 
 def core_input(features: Tensor, reward: Tensor, prev_action: Tensor, *, reward_input: bool,
                prev_action_input: bool, action_dim: int, discrete: bool = True, reward_clip: float = 0.0,
-               keep: Optional[Tensor] = None, first: Optional[Tensor] = None) -> Tensor:
+               keep: Optional[Tensor] = None, first: Optional[Tensor] = None, first_value: float = 1.0) -> Tensor:
     """x_t from features [..., F], reward [...], prev_action [...] (discrete indices) or [..., A]
     (continuous); ``keep`` [...] (0/1, features' dtype) multiplies the reward and action parts; ``first``
-    [...] (bool: the frame starts an episode), when given, is appended as one more input (1 there, else 0)."""
+    [...] (bool: the frame starts an episode), when given, is appended as one more input (``first_value``
+    there, else 0)."""
     parts = [features]
     if reward_input:
         r = reward.to(features.dtype)
@@ -53,5 +55,6 @@ def core_input(features: Tensor, reward: Tensor, prev_action: Tensor, *, reward_
             a = a * keep.unsqueeze(-1)
         parts.append(a)
     if first is not None:
-        parts.append(first.to(features.dtype).unsqueeze(-1))
+        flag = first.to(features.dtype).unsqueeze(-1)
+        parts.append(flag * first_value if first_value != 1.0 else flag)
     return torch.cat(parts, -1) if len(parts) > 1 else features

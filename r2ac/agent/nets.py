@@ -21,6 +21,12 @@ from r2ac.cores.base import State
 
 #: ``input_scale: auto`` for image frames that enter the core without a stem (``stem: none``)
 RAW_PIXEL_INPUT_SCALE = 0.1
+#: ``episode_start_value: auto`` for those frames
+RAW_PIXEL_EPISODE_START_VALUE = 10.0
+
+
+def _raw_pixels(stem) -> bool:
+    return getattr(stem, "kind", None) == "none" and getattr(stem, "is_image", False)
 
 
 def resolve_input_scale(input_scale: float | str, stem) -> float:
@@ -33,11 +39,29 @@ def resolve_input_scale(input_scale: float | str, stem) -> float:
     frames by 0.1 takes the same factor off that step (docs/results.md, "Input scale").
     """
     if input_scale == "auto":
-        raw_pixels = getattr(stem, "kind", None) == "none" and getattr(stem, "is_image", False)
-        return RAW_PIXEL_INPUT_SCALE if raw_pixels else 1.0
-    if isinstance(input_scale, bool) or not isinstance(input_scale, (int, float)) or not input_scale > 0:
-        raise ValueError(f"input_scale must be a number > 0 or 'auto', got {input_scale!r}")
-    return float(input_scale)
+        return RAW_PIXEL_INPUT_SCALE if _raw_pixels(stem) else 1.0
+    return _positive("input_scale", input_scale)
+
+
+def resolve_episode_start_value(value: float | str, stem) -> float:
+    """``model.episode_start_value`` as a number. ``"auto"``: :data:`RAW_PIXEL_EPISODE_START_VALUE` when raw
+    image frames enter the core (as for ``input_scale``), 1 otherwise.
+
+    Why 10 there: the same Adam argument. An update moves a gate's pre-activation on a full frame by up to the
+    learning rate times the frame's summed inputs (a cue colour at scale 0.1: 256 x 0.1 = 25.6; a noise frame:
+    768 x 0.05 = 38), on the first frame through the flag by the learning rate times the flag. At 1, the
+    pixels' drift outran the flag, saturated the keep gates on every full frame and the distractor cue at
+    100x M stayed at chance; at 10 the flag keeps up (docs/results.md, "Where the distractor cue at 100x M
+    stalled")."""
+    if value == "auto":
+        return RAW_PIXEL_EPISODE_START_VALUE if _raw_pixels(stem) else 1.0
+    return _positive("episode_start_value", value)
+
+
+def _positive(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a number > 0 or 'auto', got {value!r}")
+    return float(value)
 
 
 class AgentNet(nn.Module):
@@ -45,7 +69,8 @@ class AgentNet(nn.Module):
                  stem_channels=(16, 32, 32), stem_fc: int = 256, core: str = "elstm", hidden_size: int = 512,
                  learning: str = "rtrl", core_options: Optional[dict] = None, reward_input: bool = True,
                  prev_action_input: bool = False, reward_clip: float = 1.0, input_scale: float | str = "auto",
-                 carry_inputs_across_episodes: bool = False, episode_start_input: bool = False):
+                 carry_inputs_across_episodes: bool = False, episode_start_input: bool = False,
+                 episode_start_value: float | str = "auto"):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -56,6 +81,7 @@ class AgentNet(nn.Module):
         self.episode_start_input = bool(episode_start_input)
         self.reward_clip = float(reward_clip)
         self.input_scale = resolve_input_scale(input_scale, self.stem)
+        self.episode_start_value = resolve_episode_start_value(episode_start_value, self.stem)
         self.core_input_size = inputs.core_input_size(self.stem.output_size, reward_input, prev_action_input,
                                                       num_actions, self.episode_start_input)
         self.core = make_core(core, self.core_input_size, hidden_size, learning=learning, **(core_options or {}))
@@ -71,7 +97,8 @@ class AgentNet(nn.Module):
                    reward_input=model_cfg.reward_input, prev_action_input=model_cfg.prev_action_input,
                    reward_clip=reward_clip, input_scale=model_cfg.input_scale,
                    carry_inputs_across_episodes=model_cfg.carry_inputs_across_episodes,
-                   episode_start_input=model_cfg.episode_start_input)
+                   episode_start_input=model_cfg.episode_start_input,
+                   episode_start_value=model_cfg.episode_start_value)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -99,7 +126,8 @@ class AgentNet(nn.Module):
         reward, one-hot action; where ``done`` (the frame starts an episode) the reward and action are the
         previous episode's and are zeroed, unless ``carry_inputs_across_episodes``: the core state is reset
         there, and a reward carried in would let a policy chain episodes (store a cue only after a paid one).
-        With ``episode_start_input`` the flag itself is one more input (1 on an episode's first frame)."""
+        With ``episode_start_input`` the flag itself is one more input (``episode_start_value`` on an
+        episode's first frame, 0 elsewhere)."""
         if self.input_scale != 1.0:
             features = features * self.input_scale
         keep = None if done is None or self.carry_inputs_across_episodes else (~done).to(features.dtype)
@@ -108,7 +136,8 @@ class AgentNet(nn.Module):
         return inputs.core_input(features, reward, prev_action, reward_input=self.reward_input,
                                  prev_action_input=self.prev_action_input, action_dim=self.num_actions,
                                  reward_clip=self.reward_clip, keep=keep,
-                                 first=done if self.episode_start_input else None)
+                                 first=done if self.episode_start_input else None,
+                                 first_value=self.episode_start_value)
 
     def heads(self, y: Tensor) -> Dict[str, Tensor]:
         return {"policy_logits": self.policy(y), "baseline": self.baseline(y).squeeze(-1)}

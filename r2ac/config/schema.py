@@ -92,6 +92,10 @@ class ModelConfig:
         "(IMPALA's input as is); false: zero them there, where the core state is reset too")
     episode_start_input: bool = _f(
         False, "one more core input, 1 on the first frame of an episode and 0 elsewhere")
+    episode_start_value: float | Literal["auto"] = _f(
+        "auto", "the episode-start input's value on an episode's first frame (episode_start_input); 'auto': "
+        "10 where raw image frames enter the core with stem 'none' (scaled by input_scale 'auto''s 0.1; "
+        "docs/results.md says why), 1 otherwise", gt=0.0)
     prev_action_input: bool = _f(False, "feed the previous action (one-hot) to the core")
     input_scale: float | Literal["auto"] = _f(
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "

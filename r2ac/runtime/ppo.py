@@ -9,8 +9,8 @@ zero core state.
 
 Every option is in the config: the ``ppo`` section (``PPOConfig``: rollouts, epochs, the loss, Adam, the
 encoder, chunk lengths, normalisation, the trace-memory budget) and the ``model`` section (core,
-hidden_size, learning, core_options, reward_input, prev_action_input, episode_start_input). The resolved
-choices (chunk length, normalisation) are in ``summary.json`` under ``ppo_options``.
+hidden_size, learning, core_options, reward_input, prev_action_input, episode_start_input,
+episode_start_value: ``auto`` is 1 here). The resolved choices (chunk length, normalisation) are in ``summary.json`` under ``ppo_options``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,13 @@ COUNTERS = ("step", "updates", "iterations", "episodes")
 
 class TraceMemoryError(MemoryError):
     """The stored per-step RTRL traces of one rollout would exceed ``trace_memory_budget_mb``."""
+
+
+def ppo_episode_start_value(model_cfg) -> float:
+    """``model.episode_start_value`` for PPO: ``auto`` is 1 (PPO's input is the observation itself, not raw
+    pixels scaled down, see ``r2ac.agent.nets.resolve_episode_start_value``)."""
+    v = model_cfg.episode_start_value
+    return 1.0 if v == "auto" else float(v)
 
 
 def build_ppo_net(cfg: Config, venv) -> PPONet:
@@ -91,7 +98,8 @@ class PPOSession(RunSession):
             self.collector = RolloutCollector(self.net, venv, p, generator=self.act_gen,
                                               reward_input=cfg.model.reward_input,
                                               prev_action_input=cfg.model.prev_action_input,
-                                              episode_start_input=cfg.model.episode_start_input)
+                                              episode_start_input=cfg.model.episode_start_input,
+                                              episode_start_value=ppo_episode_start_value(cfg.model))
         except BaseException:
             self.close()
             raise

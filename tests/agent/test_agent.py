@@ -11,9 +11,9 @@ import torch
 from r2ac.agent.actor import Actor
 from r2ac.agent.learner import Learner, NonFiniteLossError
 from r2ac.agent.losses import impala_loss
-from r2ac.agent.nets import RAW_PIXEL_INPUT_SCALE, AgentNet
+from r2ac.agent.nets import RAW_PIXEL_EPISODE_START_VALUE, RAW_PIXEL_INPUT_SCALE, AgentNet
 from r2ac.agent.trajectory import Batcher, concat, validate
-from r2ac.config import ConfigError, load_config
+from r2ac.config import ConfigError, config_from_dict, config_to_dict, load_config, upgrade_resolved
 from r2ac.envs import make_vec_env
 
 M = 6
@@ -348,7 +348,8 @@ def test_input_scale_multiplies_the_features_only():
     x, x1 = net.core_input(feats, reward, action, done), plain.core_input(feats, reward, action, done)
     F = feats.shape[-1]
     assert x.shape[-1] == F + 2 and torch.equal(x[..., :F], 4.0 * x1[..., :F])
-    assert torch.equal(x[..., F:], x1[..., F:]) and torch.equal(x[..., -1], done.float())
+    assert torch.equal(x[..., F:], x1[..., F:])
+    assert torch.equal(x[..., -1], done.float() * RAW_PIXEL_EPISODE_START_VALUE)  # auto, raw pixels
     assert feats.abs().max() > 0
     with pytest.raises(Exception, match="input_scale"):
         load_config("configs/quickstart.yaml", ["model.input_scale=0"])
@@ -400,6 +401,32 @@ def test_episode_start_input_marks_the_first_frame_of_an_episode():
         flag.core_input(torch.randn(3, 2, 4), torch.ones(3, 2), torch.zeros(3, 2, dtype=torch.int64))
     cfg = load_config("configs/quickstart.yaml", ["model.episode_start_input=true"])
     assert AgentNet.from_config(cfg.model, (3, 8, 8), 3).episode_start_input
+
+
+@pytest.mark.parametrize("stem, shape, expected", [("none", (3, 8, 8), RAW_PIXEL_EPISODE_START_VALUE),
+                                                   ("none", (5,), 1.0), ("impala", (3, 16, 16), 1.0),
+                                                   ("mlp", (5,), 1.0)])
+def test_episode_start_value_auto_is_10_for_raw_pixels_only(stem, shape, expected):
+    """episode_start_value 'auto' (the default): 10 where raw image frames enter the core (stem none), 1
+    otherwise; a number overrides it; the flag input carries the value on first frames, 0 elsewhere; a
+    resolved config saved before the key existed reads as 1 (the flag those runs trained with)."""
+    cfg = load_config("configs/quickstart.yaml", [f"model.stem={stem}"])
+    assert cfg.model.episode_start_value == "auto"
+    net = AgentNet.from_config(cfg.model, shape, 3)
+    assert net.episode_start_value == expected
+    done = torch.tensor([[True, False], [False, True]])
+    feats = torch.zeros(2, 2, net.stem.output_size)
+    x = net.core_input(feats, torch.zeros(2, 2), torch.zeros(2, 2, dtype=torch.int64), done)
+    assert torch.equal(x[..., -1], done.float() * expected)
+    cfg = load_config("configs/quickstart.yaml", [f"model.stem={stem}", "model.episode_start_value=2.5"])
+    assert AgentNet.from_config(cfg.model, shape, 3).episode_start_value == 2.5
+    with pytest.raises(ConfigError, match=r"model\.episode_start_value"):
+        load_config("configs/quickstart.yaml", ["model.episode_start_value=0"])
+    with pytest.raises(ValueError, match="episode_start_value must be a number > 0 or 'auto'"):
+        AgentNet((5,), 3, stem="none", episode_start_value="big")
+    old = config_to_dict(load_config("configs/quickstart.yaml"))
+    del old["model"]["episode_start_value"]
+    assert config_from_dict(upgrade_resolved(old)).model.episode_start_value == 1.0
 
 
 @pytest.mark.parametrize("stem, shape, expected", [("none", (3, 8, 8), RAW_PIXEL_INPUT_SCALE), ("none", (5,), 1.0),

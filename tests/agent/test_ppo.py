@@ -306,7 +306,7 @@ def test_train_ppo_run_dir_and_resume(tmp_path, capsys):
 def test_ppo_episode_start_input_marks_the_first_frame_of_each_episode(tmp_path):
     """model.episode_start_input for PPO: the network input has one more entry, 1 exactly on the frames that
     start an episode (the reset flags, T-maze episodes of 3 steps inside 8-step rollouts), and a run trains."""
-    from r2ac.runtime.ppo import build_ppo_net, train_ppo
+    from r2ac.runtime.ppo import build_ppo_net, ppo_episode_start_value, train_ppo
 
     cfg = _cfg(tmp_path, "model.episode_start_input=true")
     venv = make_vec_env("tmaze", 2, 0, corridor_length=2)
@@ -319,6 +319,14 @@ def test_ppo_episode_start_input_marks_the_first_frame_of_each_episode(tmp_path)
         assert ro.reset.any() and not ro.reset.all()
         assert torch.equal(ro.x[..., -1], ro.reset.to(ro.x.dtype))
     assert train_ppo(cfg)["status"] == "finished"
+    # model.episode_start_value: the flag's value (auto is 1 for PPO, whose input is not raw pixels)
+    assert ppo_episode_start_value(cfg.model) == 1.0
+    cfg3 = _cfg(tmp_path, "model.episode_start_input=true", "model.episode_start_value=3")
+    assert ppo_episode_start_value(cfg3.model) == 3.0
+    col = RolloutCollector(net, venv, cfg.ppo, generator=torch.Generator().manual_seed(0),
+                           episode_start_input=True, episode_start_value=3.0)
+    ro = col.collect()
+    assert torch.equal(ro.x[..., -1], 3.0 * ro.reset.to(ro.x.dtype))
 
 
 def test_train_ppo_memory_budget_is_a_clear_error(tmp_path):

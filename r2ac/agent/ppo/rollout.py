@@ -73,17 +73,18 @@ class RolloutCollector:
 
     def __init__(self, net: PPONet, venv, cfg, *, generator: Optional[torch.Generator] = None,
                  reward_input: bool = False, prev_action_input: bool = False, obs_clip: float = 10.0,
-                 reward_clip: float = 10.0, episode_start_input: bool = False):
+                 reward_clip: float = 10.0, episode_start_input: bool = False, episode_start_value: float = 1.0):
         """``cfg``: the ``ppo`` config section (rollout_length, discount, normalize_observations and
         normalize_rewards: ``auto`` is on for continuous actions). ``reward_input``, ``prev_action_input``:
         the previous reward and action are part of the network input (``model`` section);
-        ``episode_start_input``: so is a flag, 1 on the first frame of an episode."""
+        ``episode_start_input``: so is a flag, ``episode_start_value`` on the first frame of an episode."""
         self.net, self.venv = net, venv
         self.L, self.B = int(cfg.rollout_length), int(venv.num_envs)
         self.discount = float(cfg.discount)
         self.generator = generator
         self.reward_input, self.prev_action_input = bool(reward_input), bool(prev_action_input)
         self.episode_start_input = bool(episode_start_input)
+        self.episode_start_value = float(episode_start_value)
         continuous = action_spec(venv)[0] == "continuous"
         self.normalize_observations = {"on": True, "off": False}.get(cfg.normalize_observations, continuous)
         self.normalize_rewards = {"on": True, "off": False}.get(cfg.normalize_rewards, continuous)
@@ -119,7 +120,7 @@ class RolloutCollector:
     def make_input(self, obs: Tensor, prev_reward: Tensor, prev_action: Tensor, reset: Tensor,
                    update_stats: bool = True) -> Tensor:
         """x_t = [normalised obs, previous reward, previous action, episode-start flag] (the previous ones
-        zero at a reset; the flag, with ``episode_start_input``, 1 there)."""
+        zero at a reset; the flag, with ``episode_start_input``, ``episode_start_value`` there)."""
         if self.normalize_observations:
             if update_stats:
                 self.net.obs_rms.update(obs)
@@ -127,7 +128,8 @@ class RolloutCollector:
         return core_input(obs, prev_reward, prev_action, reward_input=self.reward_input,
                           prev_action_input=self.prev_action_input, action_dim=self.net.action_dim,
                           discrete=self.net.action_kind == "discrete", keep=(~reset).to(obs.dtype),
-                          first=reset if self.episode_start_input else None)
+                          first=reset if self.episode_start_input else None,
+                          first_value=self.episode_start_value)
 
     def _scale_rewards(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
         """Divide by the running std of the discounted return (as Gymnasium's NormalizeReward)."""

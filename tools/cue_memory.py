@@ -1,0 +1,137 @@
+"""Where a delayed-cue agent loses the cue: is it written, is it kept, is it read? For runs of
+``r2ac bench memory`` on the delayed cue (``cue-pixels``, ``cue-vector``, with or without noise frames) whose
+core is the eLSTM (docs/results.md, "Where the distractor cue at 100x M stalls").
+
+    python tools/cue_memory.py RUN_DIR [RUN_DIR ...] [--episodes N] [--out CSV] [--initial]
+
+For each run: its newest checkpoint (``--initial``: also its config freshly initialised, torch seed 0) plays
+``--episodes`` fresh episodes of its task side by side, and we record
+
+- ``decode_t0`` / ``decode_query``: how well the cue can be read from the cell state c, right after the cue frame
+  and at the query frame: a least-squares linear read-out (one-hot targets, fitted on half the episodes, scored
+  on the other half; chance 1 / cues). This is what the policy head could reach with ideal learning.
+- ``policy``: how often the action at the query names the cue (sampled, as in training), ``greedy`` likewise.
+- ``snr_best`` / ``snr_median``: per unit, the variance of c at the query between cues over its variance
+  within a cue; the best unit and the median unit.
+- ``write_cue`` / ``write_noise`` / ``write_blank``: the median over units of the write rate 1 - f on the cue
+  frame, on noise frames and on blank frames (eLSTM: c(t) = f c(t-1) + (1 - f) z). Keeping the cue through
+  noise needs write_noise far below write_cue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+
+import numpy as np
+import torch
+
+from r2ac.api import Policy, load
+from r2ac.envs.recall import CueVecEnv
+
+FIELDS = ("run", "weights", "episodes", "decode_t0", "decode_query", "policy", "greedy", "snr_best",
+          "snr_median", "write_cue", "write_noise", "write_blank")
+
+
+def linear_decode(c: np.ndarray, cue: np.ndarray, cues: int) -> float:
+    """Held-out accuracy of a least-squares linear read-out of ``cue`` [n] from ``c`` [n, N]."""
+    n = len(cue) // 2
+    X = np.concatenate([c, np.ones((len(c), 1))], 1)
+    Y = np.eye(cues)[cue]
+    W, *_ = np.linalg.lstsq(X[:n], Y[:n], rcond=None)
+    return float(((X[n:] @ W).argmax(1) == cue[n:]).mean())
+
+
+def unit_snr(c: np.ndarray, cue: np.ndarray, cues: int) -> np.ndarray:
+    """Per unit: variance of the per-cue means over the mean within-cue variance."""
+    means = np.stack([c[cue == k].mean(0) for k in range(cues)])
+    within = np.stack([c[cue == k].var(0) for k in range(cues)]).mean(0)
+    return means.var(0) / np.maximum(within, 1e-12)
+
+
+@torch.no_grad()
+def probe(policy: Policy, options: dict, episodes: int, seed: int = 12345) -> dict:
+    net = policy.net
+    if getattr(net.core, "name", "") != "elstm":
+        raise SystemExit("cue_memory: the run's core is not the eLSTM (the write rates read its keep gate)")
+    opts = {k: v for k, v in options.items() if k in ("span", "cues", "obs", "size", "distractors")}
+    env = CueVecEnv(episodes, seed, **opts)
+    cues, span = env.cues, env.span
+    obs = env.reset()
+    cue = env.cue.copy()
+    state = policy.initial_state(episodes)
+    writes = {"cue": [], "noise": [], "blank": []}
+    c0 = cq = None
+    right = greedy_right = None
+    reward = done = None
+    for t in range(span + 2):
+        x = torch.as_tensor(obs)
+        first = state.first.clone() if done is None else torch.as_tensor(done)
+        feats = net.features(x.unsqueeze(0))[0]
+        r = torch.zeros(episodes) if reward is None else torch.as_tensor(reward, dtype=torch.float32)
+        xin = net.core_input(feats.unsqueeze(0), r.unsqueeze(0), state.action.unsqueeze(0), first.unsqueeze(0))[0]
+        c_prev = state.core["c"] * (~first).to(xin.dtype)[:, None]
+        f = torch.sigmoid(xin @ net.core.F.T + net.core.w_f * c_prev + net.core.b_f)
+        if t == 0:
+            writes["cue"].append((1 - f).median(0).values)
+        elif t <= span:
+            flat = x.reshape(episodes, -1).float()
+            is_noise = flat.abs().sum(1) > 0
+            if is_noise.any():
+                writes["noise"].append((1 - f[is_noise]).mean(0))
+            if (~is_noise).any():
+                writes["blank"].append((1 - f[~is_noise]).mean(0))
+        action, state, logits = policy.act_with_logits(obs, state, reward=reward, done=done)
+        if t == 0:
+            c0 = state.core["c"].numpy().copy()
+        if t == span + 1:
+            cq = state.core["c"].numpy().copy()
+            right = float((action == cue).mean())
+            greedy_right = float((logits.argmax(-1).numpy() == cue).mean())
+        obs, reward, done, _ = env.step(np.asarray(action))
+    snr = unit_snr(cq, cue, cues)
+
+    def med(key):
+        return float(torch.stack(writes[key]).mean(0).median()) if writes[key] else float("nan")
+
+    return {"episodes": episodes, "decode_t0": linear_decode(c0, cue, cues), "decode_query": linear_decode(cq, cue, cues),
+            "policy": right, "greedy": greedy_right, "snr_best": float(snr.max()), "snr_median": float(np.median(snr)),
+            "write_cue": med("cue"), "write_noise": med("noise"), "write_blank": med("blank")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("runs", nargs="+")
+    p.add_argument("--episodes", type=int, default=1200)
+    p.add_argument("--initial", action="store_true", help="also probe each run's config freshly initialised")
+    p.add_argument("--out", default="", help="also write the table as CSV here")
+    a = p.parse_args(argv)
+    if a.episodes < 20:
+        raise SystemExit("cue_memory: --episodes must be at least 20 (half fit the read-out, half score it)")
+    rows = []
+    for run in a.runs:
+        policy = load(run)
+        cfg = policy.config
+        if cfg.env.id != "cue":
+            raise SystemExit(f"cue_memory: {run} is not a delayed-cue run (env.id {cfg.env.id!r})")
+        name = os.path.basename(os.path.normpath(run))
+        if a.initial:
+            torch.manual_seed(0)
+            fresh = type(policy.net).from_config(cfg.model, policy.net.observation_shape, policy.net.num_actions)
+            rows.append({"run": name, "weights": "initial", **probe(Policy(fresh, cfg), dict(cfg.env.options), a.episodes)})
+        rows.append({"run": name, "weights": f"step {policy.step}", **probe(policy, dict(cfg.env.options), a.episodes)})
+    print("| " + " | ".join(FIELDS) + " |\n|" + " --- |" * len(FIELDS))
+    for r in rows:
+        print("| " + " | ".join(f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k in FIELDS) + " |")
+    if a.out:
+        with open(a.out, "w", newline="") as fh:
+            w = csv.DictWriter(fh, FIELDS)
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
