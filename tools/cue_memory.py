@@ -2,7 +2,7 @@
 ``r2ac bench memory`` on the delayed cue (``cue-pixels``, ``cue-vector``, with or without noise frames) whose
 core is the eLSTM (docs/results.md, "Where the distractor cue at 100x M stalls").
 
-    python tools/cue_memory.py RUN_DIR [RUN_DIR ...] [--episodes N] [--out CSV] [--initial]
+    python tools/cue_memory.py RUN_DIR [RUN_DIR ...] [--episodes N] [--out CSV] [--initial] [--set key=value ...]
 
 For each run: its newest checkpoint (``--initial``: also its config freshly initialised, torch seed 0) plays
 ``--episodes`` fresh episodes of its task side by side, and we record
@@ -16,6 +16,8 @@ For each run: its newest checkpoint (``--initial``: also its config freshly init
 - ``write_cue`` / ``write_noise`` / ``write_blank``: the median over units of the write rate 1 - f on the cue
   frame, on noise frames and on blank frames (eLSTM: c(t) = f c(t-1) + (1 - f) z). Keeping the cue through
   noise needs write_noise far below write_cue.
+
+``--set`` overrides the runs' configs (as in ``tools/gate_drive.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import sys
 import numpy as np
 import torch
 
-from r2ac.api import Policy, load
+from r2ac.api import Policy, load_checkpoint_for, policy_from_checkpoint
+from r2ac.config import load_config
 from r2ac.envs.recall import CueVecEnv
 
 FIELDS = ("run", "weights", "episodes", "decode_t0", "decode_query", "policy", "greedy", "snr_best",
@@ -96,8 +99,8 @@ def probe(policy: Policy, options: dict, episodes: int, seed: int = 12345) -> di
     def med(key):
         return float(torch.stack(writes[key]).mean(0).median()) if writes[key] else float("nan")
 
-    return {"episodes": episodes, "decode_t0": linear_decode(c0, cue, cues), "decode_query": linear_decode(cq, cue, cues),
-            "policy": right, "greedy": greedy_right, "snr_best": float(snr.max()), "snr_median": float(np.median(snr)),
+    return {"episodes": episodes, "decode_t0": linear_decode(c0, cue, cues),
+            "decode_query": linear_decode(cq, cue, cues), "policy": right, "greedy": greedy_right, "snr_best": float(snr.max()), "snr_median": float(np.median(snr)),
             "write_cue": med("cue"), "write_noise": med("noise"), "write_blank": med("blank")}
 
 
@@ -107,20 +110,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=1200)
     p.add_argument("--initial", action="store_true", help="also probe each run's config freshly initialised")
     p.add_argument("--out", default="", help="also write the table as CSV here")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides of the runs' configs")
     a = p.parse_args(argv)
     if a.episodes < 20:
         raise SystemExit("cue_memory: --episodes must be at least 20 (half fit the read-out, half score it)")
     rows = []
     for run in a.runs:
-        policy = load(run)
-        cfg = policy.config
+        cfg = load_config(os.path.join(run, "config.yaml"), a.set)
         if cfg.env.id != "cue":
             raise SystemExit(f"cue_memory: {run} is not a delayed-cue run (env.id {cfg.env.id!r})")
+        policy = policy_from_checkpoint(load_checkpoint_for(run), cfg)
         name = os.path.basename(os.path.normpath(run))
         if a.initial:
             torch.manual_seed(0)
             fresh = type(policy.net).from_config(cfg.model, policy.net.observation_shape, policy.net.num_actions)
-            rows.append({"run": name, "weights": "initial", **probe(Policy(fresh, cfg), dict(cfg.env.options), a.episodes)})
+            rows.append({"run": name, "weights": "initial",
+                         **probe(Policy(fresh, cfg), dict(cfg.env.options), a.episodes)})
         rows.append({"run": name, "weights": f"step {policy.step}", **probe(policy, dict(cfg.env.options), a.episodes)})
     print("| " + " | ".join(FIELDS) + " |\n|" + " --- |" * len(FIELDS))
     for r in rows:

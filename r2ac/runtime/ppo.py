@@ -10,7 +10,8 @@ zero core state.
 Every option is in the config: the ``ppo`` section (``PPOConfig``: rollouts, epochs, the loss, Adam, the
 encoder, chunk lengths, normalisation, the trace-memory budget) and the ``model`` section (core,
 hidden_size, learning, core_options, reward_input, prev_action_input, episode_start_input,
-episode_start_value: ``auto`` is 1 here). The resolved choices (chunk length, normalisation) are in ``summary.json`` under ``ppo_options``.
+episode_start_value: ``auto`` is 1 here). The resolved choices (chunk length, normalisation) are in
+``summary.json`` under ``ppo_options``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,67 @@
+"""tools/cue_memory.py: the linear read-out of the cue, the per-unit SNR, and the write rates of the eLSTM's
+keep gate, on synthetic data, on a hand-set network and on a real (tiny) delayed-cue run."""
+
+import csv
+
+import numpy as np
+import pytest
+import torch
+
+from r2ac.api import Policy
+from r2ac.cli import main
+from r2ac.config import load_config
+
+
+def test_linear_decode_and_unit_snr(load_tool):
+    tool = load_tool("cue_memory")
+    rng = np.random.default_rng(0)
+    cue = rng.integers(0, 3, 400)
+    noise = rng.normal(size=(400, 5))
+    # the cue in a low-variance direction under a large common mode: each unit is noise, the read-out is exact
+    common = 100 * rng.normal(size=(400, 1))
+    c = noise * 1e-3 + common + np.eye(3)[cue] @ rng.normal(size=(3, 5)) * 0.1
+    assert tool.linear_decode(c, cue, 3) == 1.0
+    assert tool.unit_snr(c, cue, 3).max() < 1e-2
+    assert tool.linear_decode(noise, cue, 3) < 0.5  # nothing to read: about chance (1/3)
+    held = np.eye(3)[cue][:, :2] + 0.01 * noise[:, :2]  # units 0 and 1 hold cues 0 and 1
+    snr = tool.unit_snr(held, cue, 3)
+    assert snr.min() > 1e2
+
+
+def test_write_rates_of_a_hand_set_network(tmp_path, load_tool):
+    """F = 0, w_f = 0, b_f = 0: the keep gate is 0.5 on every frame, so each write rate is exactly 0.5."""
+    tool = load_tool("cue_memory")
+    cfg = load_config("configs/quickstart.yaml", ["env.id=cue", "env.options={span: 4, distractors: 0.5}",
+                                                 "model.hidden_size=4"])
+    from r2ac.agent.nets import AgentNet
+
+    net = AgentNet.from_config(cfg.model, (3, 16, 16), 3)
+    with torch.no_grad():
+        for p in (net.core.F, net.core.w_f, net.core.b_f):
+            p.zero_()
+    net.observation_shape = (3, 16, 16)
+    r = tool.probe(Policy(net, cfg), {"span": 4, "distractors": 0.5}, 40)
+    assert r["write_cue"] == r["write_noise"] == r["write_blank"] == pytest.approx(0.5)
+    assert r["decode_t0"] == 1.0  # the cue frame was just written
+
+
+def test_cue_memory_reads_a_run(tmp_path, capsys, load_tool):
+    run = tmp_path / "run"
+    assert main(["train", "quickstart", f"run_dir={run}", "env.id=cue", "env.options={span: 3, distractors: 0.5}",
+                 "env.num_envs=4", "learner.batch_size=2", "model.hidden_size=8", "total_steps=400",
+                 "logger.progress_bar=false", "logger.log_interval_s=0.2", "checkpoint.interval_s=.inf"]) == 0
+    tool = load_tool("cue_memory")
+    out = tmp_path / "probe.csv"
+    assert tool.main([str(run), "--initial", "--episodes", "60", "--out", str(out)]) == 0
+    assert "| run | weights |" in capsys.readouterr().out
+    with open(out, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows[0]["weights"] == "initial" and rows[1]["weights"].startswith("step ")
+    for r in rows:
+        for k in ("decode_t0", "decode_query", "policy", "greedy"):
+            assert 0.0 <= float(r[k]) <= 1.0
+        assert 0.0 < float(r["write_cue"]) < 1.0
+    with pytest.raises(SystemExit, match="not a delayed-cue run"):
+        tool.main([str(run), "--set", "env.id=tmaze", "env.options={}"])
+    with pytest.raises(SystemExit, match="at least 20"):
+        tool.main([str(run), "--episodes", "4"])
