@@ -100,7 +100,8 @@ def probe(policy: Policy, options: dict, episodes: int, seed: int = 12345) -> di
         return float(torch.stack(writes[key]).mean(0).median()) if writes[key] else float("nan")
 
     return {"episodes": episodes, "decode_t0": linear_decode(c0, cue, cues),
-            "decode_query": linear_decode(cq, cue, cues), "policy": right, "greedy": greedy_right, "snr_best": float(snr.max()), "snr_median": float(np.median(snr)),
+            "decode_query": linear_decode(cq, cue, cues), "policy": right, "greedy": greedy_right,
+            "snr_best": float(snr.max()), "snr_median": float(np.median(snr)),
             "write_cue": med("cue"), "write_noise": med("noise"), "write_blank": med("blank")}
 
 
