@@ -6,7 +6,9 @@ noise frames of the delayed cue, for trained runs of ``r2ac bench memory`` (docs
 For each run: its config and latest checkpoint; 3000 cue frames (t = 0) and 3000 noise frames of its task
 (``env.options`` with ``distractors: 1``), scaled as the run scaled them (``model.input_scale`` resolved);
 then, per hidden unit, the median over units of |F x| on cue frames, of |mean F x| over noise frames, and
-of the standard deviation of F x over noise frames. A sigmoid's slope at a pre-activation of 10 is 5e-5.
+of the standard deviation of F x over noise frames; and the output gate's drive by the (white) query frame,
+the median over units of |O x| and the fraction of units where it exceeds 10 (the gate is then shut or open
+whatever the cell holds). A sigmoid's slope at a pre-activation of 10 is 5e-5.
 The same for the run's config freshly initialised (torch seed 0), to compare with. ``--set`` overrides the
 runs' configs (runs made before ``model.input_scale`` existed fed pixels unscaled: ``--set model.input_scale=1``).
 """
@@ -25,7 +27,8 @@ from r2ac.checkpoint import load_latest_checkpoint
 from r2ac.config import load_config
 from r2ac.envs.recall import CueVecEnv
 
-FIELDS = ("run", "weights", "input_scale", "cue_abs_Fx", "noise_mean_abs_Fx", "noise_std_Fx")
+FIELDS = ("run", "weights", "input_scale", "cue_abs_Fx", "noise_mean_abs_Fx", "noise_std_Fx", "query_abs_Ox",
+          "query_frac_Ox_over_10")
 
 
 def frames(options: dict, n: int = 3000) -> tuple[torch.Tensor, torch.Tensor]:
@@ -39,13 +42,16 @@ def frames(options: dict, n: int = 3000) -> tuple[torch.Tensor, torch.Tensor]:
     return cue, noise
 
 
-def drive(net: AgentNet, cue: torch.Tensor, noise: torch.Tensor) -> tuple[float, float, float]:
+def drive(net: AgentNet, cue: torch.Tensor, noise: torch.Tensor) -> tuple[float, ...]:
     F = net.core.F.detach()[:, : net.stem.output_size]
+    O = net.core.O.detach()[:, : net.stem.output_size]
+    query = torch.full_like(cue[:1], 255)  # the query frame is white
     with torch.no_grad():
         pc = net.features(cue) * net.input_scale @ F.T
         pn = net.features(noise) * net.input_scale @ F.T
+        pq = (net.features(query) * net.input_scale @ O.T)[0].abs()
     return (pc.abs().median(0).values.median().item(), pn.mean(0).abs().median().item(),
-            pn.std(0).median().item())
+            pn.std(0).median().item(), pq.median().item(), (pq > 10).float().mean().item())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((rows[-1][0], "trained", net.input_scale, *drive(net, cue, noise)))
     w = csv.writer(sys.stdout)
     print("| run | weights | input scale | median abs F x, cue frame | median abs mean F x, noise frames "
-          "| median std F x, noise frames |\n| --- | --- | --- | --- | --- | --- |")
+          "| median std F x, noise frames | median abs O x, query frame | units with abs O x > 10 |\n"
+          "| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print("| " + " | ".join([r[0], r[1], f"{r[2]:g}"] + [f"{v:.2f}" for v in r[3:]]) + " |")
     if a.out:

@@ -3,6 +3,7 @@
 import csv
 
 import pytest
+import torch
 
 from r2ac.cli import main
 
@@ -22,9 +23,25 @@ def test_gate_drive_reads_a_run_and_scales_as_the_run_did(tmp_path, capsys, load
     auto, one = rows["auto"], rows["1"]
     assert float(auto["initial"]["input_scale"]) == 0.1 and float(one["initial"]["input_scale"]) == 1.0
     # the same initial weights: the drive scales with the input
-    for k in ("cue_abs_Fx", "noise_mean_abs_Fx", "noise_std_Fx"):
+    for k in ("cue_abs_Fx", "noise_mean_abs_Fx", "noise_std_Fx", "query_abs_Ox"):
         assert float(one["initial"][k]) == pytest.approx(10 * float(auto["initial"][k]), rel=1e-5)
         assert float(auto["initial"][k]) > 0
     assert auto["trained"]["cue_abs_Fx"] != auto["initial"]["cue_abs_Fx"]  # the checkpoint was loaded
     with pytest.raises(SystemExit, match="not an eLSTM run on the delayed cue"):
         tool.main([str(run), "--set", "env.id=tmaze", "env.options={}"])
+
+
+def test_query_drive_counts_saturated_output_gates(load_tool):
+    """The output gate's drive by the white query frame: O = 0 gives 0, O = 1 on every pixel gives the
+    frame's summed scaled inputs (768 x 0.1) in every unit, all of them over 10."""
+    from r2ac.agent.nets import AgentNet
+
+    tool = load_tool("gate_drive")
+    net = AgentNet((3, 16, 16), 3, stem="none", core="elstm", hidden_size=4)
+    cue, noise = tool.frames({"span": 2})
+    with torch.no_grad():
+        net.core.O.zero_()
+        assert tool.drive(net, cue, noise)[3:] == (0.0, 0.0)
+        net.core.O.fill_(1.0)
+        q, frac = tool.drive(net, cue, noise)[3:]
+    assert q == pytest.approx(768 * 0.1, rel=1e-5) and frac == 1.0
