@@ -51,8 +51,9 @@ def resolve_episode_start_value(value: float | str, stem) -> float:
     learning rate times the frame's summed inputs (a cue colour at scale 0.1: 256 x 0.1 = 25.6; a noise frame:
     768 x 0.05 = 38), on the first frame through the flag by the learning rate times the flag. At 1, the
     pixels' drift outran the flag, saturated the keep gates on every full frame and the distractor cue at
-    100x M stayed at chance; at 10 the flag keeps up (docs/results.md, "Where the distractor cue at 100x M
-    stalled")."""
+    100x M stayed at chance; at 10 it took 2-3x fewer steps at 10x and 30x M and one of those two seeds solved
+    at 100x M, while the blank-frame cue at 30x and 100x M took 1.5x more (docs/results.md, "The flag's value
+    on raw pixels")."""
     if value == "auto":
         return RAW_PIXEL_EPISODE_START_VALUE if _raw_pixels(stem) else 1.0
     return _positive("episode_start_value", value)
