@@ -39,11 +39,8 @@ def test_bit_accuracy_lines_up_each_query_with_its_bit(load_tool):
     assert acc[3] == pytest.approx(0.25, abs=0.04)
 
 
-def test_copy_bits_reads_a_real_run(tmp_path, capsys, load_tool):
-    run = tmp_path / "run"
-    assert main(["train", "quickstart", f"run_dir={run}", "env.id=copy", "env.options={span: 2, symbols: 2}",
-                 "env.num_envs=4", "learner.batch_size=2", "model.hidden_size=8", "total_steps=400",
-                 "logger.progress_bar=false", "logger.log_interval_s=0.2", "checkpoint.interval_s=.inf"]) == 0
+def test_copy_bits_reads_a_real_run(tmp_path, capsys, load_tool, tiny_run):
+    run = tiny_run("copy", "{span: 2, symbols: 2}")
     tool = load_tool("copy_bits")
     out = tmp_path / "bits.csv"
     assert tool.main([str(run), "--episodes", "200", "--out", str(out)]) == 0

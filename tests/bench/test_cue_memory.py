@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from r2ac.api import Policy
-from r2ac.cli import main
 from r2ac.config import load_config
 
 
@@ -45,11 +44,8 @@ def test_write_rates_of_a_hand_set_network(tmp_path, load_tool):
     assert r["decode_t0"] == 1.0  # the cue frame was just written
 
 
-def test_cue_memory_reads_a_run(tmp_path, capsys, load_tool):
-    run = tmp_path / "run"
-    assert main(["train", "quickstart", f"run_dir={run}", "env.id=cue", "env.options={span: 3, distractors: 0.5}",
-                 "env.num_envs=4", "learner.batch_size=2", "model.hidden_size=8", "total_steps=400",
-                 "logger.progress_bar=false", "logger.log_interval_s=0.2", "checkpoint.interval_s=.inf"]) == 0
+def test_cue_memory_reads_a_run(tmp_path, capsys, load_tool, tiny_run):
+    run = tiny_run("cue", "{span: 3, distractors: 0.5}")
     tool = load_tool("cue_memory")
     out = tmp_path / "probe.csv"
     assert tool.main([str(run), "--initial", "--episodes", "60", "--out", str(out)]) == 0

@@ -5,14 +5,10 @@ import csv
 import pytest
 import torch
 
-from r2ac.cli import main
 
 
-def test_gate_drive_reads_a_run_and_scales_as_the_run_did(tmp_path, capsys, load_tool):
-    run = tmp_path / "run"
-    assert main(["train", "quickstart", f"run_dir={run}", "env.id=cue", "env.options={span: 3, distractors: 0.5}",
-                 "env.num_envs=4", "learner.batch_size=2", "model.hidden_size=8", "total_steps=400",
-                 "logger.progress_bar=false", "logger.log_interval_s=0.2", "checkpoint.interval_s=.inf"]) == 0
+def test_gate_drive_reads_a_run_and_scales_as_the_run_did(tmp_path, capsys, load_tool, tiny_run):
+    run = tiny_run("cue", "{span: 3, distractors: 0.5}")
     tool = load_tool("gate_drive")
     rows = {}
     for scale, out in (("auto", tmp_path / "auto.csv"), ("1", tmp_path / "one.csv")):
