@@ -4,7 +4,7 @@ noise frames of the delayed cue, for trained runs of ``r2ac bench memory`` (docs
     python tools/gate_drive.py RUN_DIR [RUN_DIR ...] [--out CSV] [--set key=value ...]
 
 For each run: its config and latest checkpoint; 3000 cue frames (t = 0) and 3000 noise frames of its task
-(``env.options`` with ``distractors: 1``), scaled as the run scaled them (``model.input_scale`` resolved);
+(``env.options`` with ``distractors: 1``), scaled as the run scaled them (``model.input_scale`` resolved, ``model.centre_frames``);
 then, per hidden unit, the median over units of |F x| on cue frames, of |mean F x| over noise frames, and
 of the standard deviation of F x over noise frames; and the output gate's drive by the (white) query frame,
 the median over units of |O x| and the fraction of units where it exceeds 10 (the gate is then shut or open
@@ -43,13 +43,13 @@ def frames(options: dict, n: int = 3000) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def drive(net: AgentNet, cue: torch.Tensor, noise: torch.Tensor) -> tuple[float, ...]:
-    F = net.core.F.detach()[:, : net.stem.output_size]
-    O = net.core.O.detach()[:, : net.stem.output_size]
+    F = net.core.F.detach()[:, : net.feature_size]
+    O = net.core.O.detach()[:, : net.feature_size]
     query = torch.full_like(cue[:1], 255)  # the query frame is white
     with torch.no_grad():
-        pc = net.features(cue) * net.input_scale @ F.T
-        pn = net.features(noise) * net.input_scale @ F.T
-        pq = (net.features(query) * net.input_scale @ O.T)[0].abs()
+        pc = net.scaled_features(net.features(cue)) @ F.T
+        pn = net.scaled_features(net.features(noise)) @ F.T
+        pq = (net.scaled_features(net.features(query)) @ O.T)[0].abs()
     return (pc.abs().median(0).values.median().item(), pn.mean(0).abs().median().item(),
             pn.std(0).median().item(), pq.median().item(), (pq > 10).float().mean().item())
 

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-__all__ = ["core_input", "core_input_size"]
+__all__ = ["centre_frame", "core_input", "core_input_size"]
 
 
 def core_input_size(feature_size: int, reward_input: bool, prev_action_input: bool, action_dim: int,
@@ -29,6 +29,18 @@ def core_input_size(feature_size: int, reward_input: bool, prev_action_input: bo
     episode-start flag."""
     return (int(feature_size) + int(reward_input) + (int(action_dim) if prev_action_input else 0)
             + int(episode_start_input))
+
+
+def centre_frame(pixels: Tensor, channels: int) -> tuple[Tensor, Tensor]:
+    """Flattened image frames [..., C*H*W] (channel-major) -> (each channel minus its mean over the frame
+    [..., C*H*W], the channel means [..., C]). The pair is an invertible re-coding of the frame: it takes the
+    uniform part of every channel (a colour, a frame's overall brightness) out of the hundreds of pixel
+    inputs and into C inputs of its own."""
+    if pixels.shape[-1] % channels:
+        raise ValueError(f"centre_frame: {pixels.shape[-1]} pixel features do not split into {channels} channels")
+    x = pixels.unflatten(-1, (channels, pixels.shape[-1] // channels))
+    m = x.mean(-1, keepdim=True)
+    return (x - m).flatten(-2), m.squeeze(-1)
 
 
 def core_input(features: Tensor, reward: Tensor, prev_action: Tensor, *, reward_input: bool,

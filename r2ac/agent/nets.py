@@ -59,6 +59,20 @@ def resolve_episode_start_value(value: float | str, stem) -> float:
     return _positive("episode_start_value", value)
 
 
+def resolve_centre_frames(value: bool | str, stem) -> bool:
+    """``model.centre_frames`` as a bool. ``"auto"``: true when raw image frames enter the core. True where the
+    frames are not raw images is an error (there is no frame to centre)."""
+    if value == "auto":
+        return _raw_pixels(stem)
+    if not isinstance(value, bool):
+        raise ValueError(f"centre_frames must be true, false or 'auto', got {value!r}")
+    if value and not _raw_pixels(stem):
+        raise ValueError("model.centre_frames=true needs image frames (C, H, W) entering the core with "
+                         f"model.stem=none; this model has stem {getattr(stem, 'kind', stem)!r} on observations "
+                         f"{getattr(stem, 'observation_shape', '?')}: set model.centre_frames=false (or auto)")
+    return value
+
+
 def _positive(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"{name} must be a number > 0 or 'auto', got {value!r}")
@@ -71,7 +85,7 @@ class AgentNet(nn.Module):
                  learning: str = "rtrl", core_options: Optional[dict] = None, reward_input: bool = True,
                  prev_action_input: bool = False, reward_clip: float = 1.0, input_scale: float | str = "auto",
                  carry_inputs_across_episodes: bool = False, episode_start_input: bool = False,
-                 episode_start_value: float | str = "auto"):
+                 episode_start_value: float | str = "auto", centre_frames: bool | str = False):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -83,7 +97,10 @@ class AgentNet(nn.Module):
         self.reward_clip = float(reward_clip)
         self.input_scale = resolve_input_scale(input_scale, self.stem)
         self.episode_start_value = resolve_episode_start_value(episode_start_value, self.stem)
-        self.core_input_size = inputs.core_input_size(self.stem.output_size, reward_input, prev_action_input,
+        self.centre_frames = resolve_centre_frames(centre_frames, self.stem)
+        self.frame_channels = self.observation_shape[0] if self.centre_frames else 0
+        self.feature_size = self.stem.output_size + self.frame_channels
+        self.core_input_size = inputs.core_input_size(self.feature_size, reward_input, prev_action_input,
                                                       num_actions, self.episode_start_input)
         self.core = make_core(core, self.core_input_size, hidden_size, learning=learning, **(core_options or {}))
         self.policy = nn.Linear(self.core.output_size, num_actions)
@@ -99,7 +116,8 @@ class AgentNet(nn.Module):
                    reward_clip=reward_clip, input_scale=model_cfg.input_scale,
                    carry_inputs_across_episodes=model_cfg.carry_inputs_across_episodes,
                    episode_start_input=model_cfg.episode_start_input,
-                   episode_start_value=model_cfg.episode_start_value)
+                   episode_start_value=model_cfg.episode_start_value,
+                   centre_frames=model_cfg.centre_frames)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -121,16 +139,24 @@ class AgentNet(nn.Module):
                 return self.stem(obs)
         return self.stem(obs)
 
+    def scaled_features(self, features: Tensor) -> Tensor:
+        """The features' part of the core input [..., feature_size]: the stem's features times ``input_scale``;
+        with ``centre_frames``, each channel of the raw frame centred on its mean over the frame (times
+        ``input_scale``), then the C channel means, unscaled (``inputs.centre_frame``)."""
+        if self.centre_frames:
+            pixels, means = inputs.centre_frame(features, self.frame_channels)
+            return torch.cat([pixels * self.input_scale, means], -1)
+        return features * self.input_scale if self.input_scale != 1.0 else features
+
     def core_input(self, features: Tensor, reward: Tensor, prev_action: Tensor,
                    done: Optional[Tensor] = None) -> Tensor:
-        """The core's input (``r2ac.agent.inputs.core_input``): features (times ``input_scale``), clipped
+        """The core's input (``r2ac.agent.inputs.core_input``): ``scaled_features``, clipped
         reward, one-hot action; where ``done`` (the frame starts an episode) the reward and action are the
         previous episode's and are zeroed, unless ``carry_inputs_across_episodes``: the core state is reset
         there, and a reward carried in would let a policy chain episodes (store a cue only after a paid one).
         With ``episode_start_input`` the flag itself is one more input (``episode_start_value`` on an
         episode's first frame, 0 elsewhere)."""
-        if self.input_scale != 1.0:
-            features = features * self.input_scale
+        features = self.scaled_features(features)
         keep = None if done is None or self.carry_inputs_across_episodes else (~done).to(features.dtype)
         if self.episode_start_input and done is None:
             raise ValueError("episode_start_input needs the done flags of the frames (which start an episode)")

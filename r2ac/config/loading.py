@@ -295,7 +295,8 @@ def _atomic_write_text(path: str, text: str) -> None:
 RESOLVED_HEADER = "# r2ac resolved config"
 
 #: keys added to the schema after runs were saved, with the value that reproduces those runs
-_ADDED_KEYS = (("model", "carry_inputs_across_episodes", True), ("model", "episode_start_value", 1.0))
+_ADDED_KEYS = (("model", "carry_inputs_across_episodes", True), ("model", "episode_start_value", 1.0),
+              ("model", "centre_frames", False))
 
 
 def upgrade_resolved(d: dict) -> dict:

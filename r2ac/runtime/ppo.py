@@ -48,6 +48,10 @@ def build_ppo_net(cfg: Config, venv) -> PPONet:
     """The network of Elelimy et al. 2024: the tanh encoder ``ppo.encoder`` (the paper: one 64-unit layer),
     the core of ``cfg.model``, the actor and critic heads."""
     m = cfg.model
+    if m.centre_frames is True:
+        raise ValueError("model.centre_frames=true is for raw image frames entering the IMPALA/A2C core "
+                         "(model.stem=none); PPO's input is the normalised observation (ppo.normalize_observations): "
+                         "set model.centre_frames=auto or false with algo=ppo")
     kind, dim = action_spec(venv)
     obs_size = int(np.prod(venv.observation_shape))
     d_in = core_input_size(obs_size, m.reward_input, m.prev_action_input, dim, m.episode_start_input)

@@ -11,6 +11,7 @@ import torch
 from r2ac.agent.actor import Actor
 from r2ac.agent.learner import Learner, NonFiniteLossError
 from r2ac.agent.losses import impala_loss
+from r2ac.agent.inputs import centre_frame
 from r2ac.agent.nets import RAW_PIXEL_EPISODE_START_VALUE, RAW_PIXEL_INPUT_SCALE, AgentNet
 from r2ac.agent.trajectory import Batcher, concat, validate
 from r2ac.config import ConfigError, config_from_dict, config_to_dict, load_config, upgrade_resolved
@@ -19,11 +20,18 @@ from r2ac.envs import make_vec_env
 M = 6
 
 
-def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True):
+def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True, pixels=False):
+    """A small agent on the T-maze; ``pixels``: on the pixel delayed cue (4x4 frames, span 3) with the raw frames
+    centred into the core (stem none, model.centre_frames) and the episode-start flag."""
     torch.manual_seed(seed)
-    venv = make_vec_env("tmaze", 3, seed, corridor_length=4)
-    net = AgentNet(venv.observation_shape, venv.num_actions, stem="mlp", stem_channels=[], stem_fc=8, core=core,
-                   hidden_size=5, learning=learning, core_options={"forget_bias_init": 1.0} if core == "elstm" else {})
+    if pixels:
+        venv = make_vec_env("cue", 3, seed, obs="pixels", size=4, span=3, distractors=0.5)
+        kw = dict(stem="none", centre_frames=True, episode_start_input=True)
+    else:
+        venv = make_vec_env("tmaze", 3, seed, corridor_length=4)
+        kw = dict(stem="mlp", stem_channels=[], stem_fc=8)
+    net = AgentNet(venv.observation_shape, venv.num_actions, core=core, hidden_size=5, learning=learning,
+                   core_options={"forget_bias_init": 1.0} if core == "elstm" else {}, **kw)
     net = net.to(dtype)
     if frozen:
         net.freeze_stem()
@@ -84,11 +92,21 @@ def _loss(net, outputs, traj):
     return loss
 
 
-@pytest.mark.parametrize("learning", ["rtrl", "tbptt"])
-def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning):
+@pytest.mark.parametrize("learning, pixels", [("rtrl", False), ("tbptt", False), ("rtrl", True)])
+def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning, pixels):
     """float64: the sum of the learner's per-trajectory gradients equals full-sequence BPTT of the same
-    losses when actor and learner weights agree (RTRL), and differs for TBPTT."""
-    net, venv = _net(learning)
+    losses when actor and learner weights agree (RTRL), and differs for TBPTT; also with raw pixel frames
+    centred into the core and the episode-start flag (stem none casts uint8 frames to the default dtype)."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        _check_learner_gradient_vs_full_bptt(learning, pixels)
+    finally:
+        torch.set_default_dtype(default)
+
+
+def _check_learner_gradient_vs_full_bptt(learning, pixels):
+    net, venv = _net(learning, pixels=pixels)
     actor = Actor(copy.deepcopy(net), venv, M, seed=3)
     K = 8
     trajs = [actor.rollout() for _ in range(K)]
@@ -103,7 +121,7 @@ def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning)
     full = {k: torch.cat([trajs[0][k][:1]] + [t[k][1:] for t in trajs]) for k in _inputs(trajs[0])}
     for k in ("policy_logits", "episode_return", "episode_length"):
         full[k] = torch.cat([trajs[0][k][:1]] + [t[k][1:] for t in trajs])
-    rtrl_net = net if learning == "rtrl" else _net("rtrl")[0]
+    rtrl_net = net if learning == "rtrl" else _net("rtrl", pixels=pixels)[0]
     rtrl_net.load_state_dict(net.state_dict())
     rtrl_net.zero_grad()
     out, _ = rtrl_net(_inputs(full), rtrl_net.initial_state(3), return_state=False)
@@ -427,6 +445,48 @@ def test_episode_start_value_auto_is_10_for_raw_pixels_only(stem, shape, expecte
     old = config_to_dict(load_config("configs/quickstart.yaml"))
     del old["model"]["episode_start_value"]
     assert config_from_dict(upgrade_resolved(old)).model.episode_start_value == 1.0
+
+
+def test_centre_frame_recodes_a_frame_as_centred_pixels_and_channel_means():
+    """inputs.centre_frame: per channel, pixels minus their mean over the frame, and the means; the two
+    together give the frame back; a uniform colour frame is all in the means."""
+    x = torch.rand(2, 5, 3 * 4 * 4, dtype=torch.float64)
+    centred, means = centre_frame(x, 3)
+    assert centred.shape == x.shape and means.shape == (2, 5, 3)
+    assert centred.unflatten(-1, (3, 16)).mean(-1).abs().max() < 1e-12
+    assert torch.allclose(centred.unflatten(-1, (3, 16)) + means.unsqueeze(-1), x.unflatten(-1, (3, 16)))
+    red = torch.tensor([1.0, 0.0, 0.0]).repeat_interleave(16)
+    c, m = centre_frame(red, 3)
+    assert c.abs().max() == 0 and torch.equal(m, torch.tensor([1.0, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="do not split into 3 channels"):
+        centre_frame(torch.zeros(10), 3)
+
+
+def test_centre_frames_feeds_centred_scaled_pixels_then_the_means():
+    """model.centre_frames: the core sees input_scale x the centred pixels, then the C channel means
+    (unscaled), then reward and flag; 'auto' centres raw image frames only; true where there is no raw
+    frame is a clear error; a run saved before the key existed reads false."""
+    net = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, centre_frames=True, episode_start_input=True)
+    plain = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, episode_start_input=True)
+    assert net.feature_size == 48 + 3 and net.core_input_size == plain.core_input_size + 3 == 48 + 3 + 1 + 1
+    obs = torch.randint(0, 256, (2, 3, 3, 4, 4), dtype=torch.uint8)
+    feats = net.features(obs)
+    done = torch.zeros(2, 3, dtype=torch.bool)
+    x = net.core_input(feats, torch.ones(2, 3), torch.zeros(2, 3, dtype=torch.int64), done)
+    centred, means = centre_frame(feats, 3)
+    assert torch.allclose(x[..., :48], RAW_PIXEL_INPUT_SCALE * centred) and torch.equal(x[..., 48:51], means)
+    assert torch.equal(x[..., 51:], plain.core_input(feats, torch.ones(2, 3), torch.zeros(2, 3, dtype=torch.int64),
+                                                     done)[..., 48:])
+    for stem, shape, expected in (("none", (3, 8, 8), True), ("none", (5,), False), ("impala", (3, 16, 16), False)):
+        cfg = load_config("configs/quickstart.yaml", [f"model.stem={stem}", "model.centre_frames=auto"])
+        assert AgentNet.from_config(cfg.model, shape, 3).centre_frames is expected
+    with pytest.raises(ValueError, match="model.centre_frames=true needs image frames"):
+        AgentNet((5,), 3, stem="none", centre_frames=True)
+    with pytest.raises(ConfigError, match=r"model\.centre_frames"):
+        load_config("configs/quickstart.yaml", ["model.centre_frames=sometimes"])
+    old = config_to_dict(load_config("configs/quickstart.yaml"))
+    del old["model"]["centre_frames"]
+    assert config_from_dict(upgrade_resolved(old)).model.centre_frames is False
 
 
 @pytest.mark.parametrize("stem, shape, expected", [("none", (3, 8, 8), RAW_PIXEL_INPUT_SCALE), ("none", (5,), 1.0),
