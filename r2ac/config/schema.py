@@ -97,8 +97,9 @@ class ModelConfig:
         "10 where raw image frames enter the core with stem 'none' (scaled by input_scale 'auto''s 0.1; "
         "docs/results.md says why), 1 otherwise", gt=0.0)
     centre_frames: bool | Literal["auto"] = _f(
-        False, "raw image frames (stem 'none'): each channel minus its mean over the frame (then times "
-        "input_scale), and the channel means as their own inputs (unscaled, in [0, 1])")
+        "auto", "raw image frames (stem 'none'): each channel minus its mean over the frame (then times "
+        "input_scale), and the channel means as their own inputs (unscaled, in [0, 1]); 'auto': on for raw "
+        "image frames, off otherwise (docs/results.md says why)")
     prev_action_input: bool = _f(False, "feed the previous action (one-hot) to the core")
     input_scale: float | Literal["auto"] = _f(
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "

@@ -364,8 +364,8 @@ def test_input_scale_multiplies_the_features_only():
     reward, action = torch.full((1, 2), 0.5), torch.zeros(1, 2, dtype=torch.int64)
     done = torch.tensor([[False, True]])  # quickstart's episode-start flag: not scaled either
     x, x1 = net.core_input(feats, reward, action, done), plain.core_input(feats, reward, action, done)
-    F = feats.shape[-1]
-    assert x.shape[-1] == F + 2 and torch.equal(x[..., :F], 4.0 * x1[..., :F])
+    F = feats.shape[-1]  # the centred pixels (model.centre_frames auto); the 3 channel means are not scaled
+    assert x.shape[-1] == F + 3 + 2 and torch.allclose(x[..., :F], 4.0 * x1[..., :F])
     assert torch.equal(x[..., F:], x1[..., F:])
     assert torch.equal(x[..., -1], done.float() * RAW_PIXEL_EPISODE_START_VALUE)  # auto, raw pixels
     assert feats.abs().max() > 0
@@ -467,7 +467,8 @@ def test_centre_frames_feeds_centred_scaled_pixels_then_the_means():
     (unscaled), then reward and flag; 'auto' centres raw image frames only; true where there is no raw
     frame is a clear error; a run saved before the key existed reads false."""
     net = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, centre_frames=True, episode_start_input=True)
-    plain = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, episode_start_input=True)
+    plain = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, episode_start_input=True, centre_frames=False)
+    assert AgentNet((3, 4, 4), 3, stem="none").centre_frames  # the default: auto
     assert net.feature_size == 48 + 3 and net.core_input_size == plain.core_input_size + 3 == 48 + 3 + 1 + 1
     obs = torch.randint(0, 256, (2, 3, 3, 4, 4), dtype=torch.uint8)
     feats = net.features(obs)
@@ -478,8 +479,8 @@ def test_centre_frames_feeds_centred_scaled_pixels_then_the_means():
     assert torch.equal(x[..., 51:], plain.core_input(feats, torch.ones(2, 3), torch.zeros(2, 3, dtype=torch.int64),
                                                      done)[..., 48:])
     for stem, shape, expected in (("none", (3, 8, 8), True), ("none", (5,), False), ("impala", (3, 16, 16), False)):
-        cfg = load_config("configs/quickstart.yaml", [f"model.stem={stem}", "model.centre_frames=auto"])
-        assert AgentNet.from_config(cfg.model, shape, 3).centre_frames is expected
+        cfg = load_config("configs/quickstart.yaml", [f"model.stem={stem}"])
+        assert cfg.model.centre_frames == "auto" and AgentNet.from_config(cfg.model, shape, 3).centre_frames is expected
     with pytest.raises(ValueError, match="model.centre_frames=true needs image frames"):
         AgentNet((5,), 3, stem="none", centre_frames=True)
     with pytest.raises(ConfigError, match=r"model\.centre_frames"):

@@ -22,15 +22,16 @@ def load_tool():
 
 @pytest.fixture
 def tiny_run(tmp_path):
-    """``tiny_run("cue", "{span: 3}")``: a real 400-step quickstart run on that task (8 units, 4 envs) under
-    ``tmp_path / "run"``; returns its directory."""
+    """``tiny_run("cue", "{span: 3}", *overrides)``: a real 400-step quickstart run on that task (8 units,
+    4 envs) under ``tmp_path / "run"``; returns its directory."""
     from r2ac.cli import main
 
-    def train(env_id, options):
+    def train(env_id, options, *overrides):
         run = tmp_path / "run"
         assert main(["train", "quickstart", f"run_dir={run}", f"env.id={env_id}", f"env.options={options}",
                      "env.num_envs=4", "learner.batch_size=2", "model.hidden_size=8", "total_steps=400",
-                     "logger.progress_bar=false", "logger.log_interval_s=0.2", "checkpoint.interval_s=.inf"]) == 0
+                     "logger.progress_bar=false", "logger.log_interval_s=0.2", "checkpoint.interval_s=.inf",
+                     *overrides]) == 0
         return run
 
     return train

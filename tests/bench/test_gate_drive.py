@@ -8,7 +8,7 @@ import torch
 
 
 def test_gate_drive_reads_a_run_and_scales_as_the_run_did(tmp_path, capsys, load_tool, tiny_run):
-    run = tiny_run("cue", "{span: 3, distractors: 0.5}")
+    run = tiny_run("cue", "{span: 3, distractors: 0.5}", "model.centre_frames=false")
     tool = load_tool("gate_drive")
     rows = {}
     for scale, out in (("auto", tmp_path / "auto.csv"), ("1", tmp_path / "one.csv")):
@@ -27,17 +27,19 @@ def test_gate_drive_reads_a_run_and_scales_as_the_run_did(tmp_path, capsys, load
         tool.main([str(run), "--set", "env.id=tmaze", "env.options={}"])
 
 
-def test_query_drive_counts_saturated_output_gates(load_tool):
-    """The output gate's drive by the white query frame: O = 0 gives 0, O = 1 on every pixel gives the
-    frame's summed scaled inputs (768 x 0.1) in every unit, all of them over 10."""
+@pytest.mark.parametrize("centre, drive", [(False, 768 * 0.1), (True, 3.0)])
+def test_query_drive_counts_saturated_output_gates(load_tool, centre, drive):
+    """The output gate's drive by the white query frame: O = 0 gives 0; O = 1 on every input gives the
+    frame's summed scaled inputs in every unit: 768 x 0.1, all of them over 10, for the pixels as they are;
+    centred (model.centre_frames), the white frame is 0 in every pixel and 1 in each of the 3 channel means."""
     from r2ac.agent.nets import AgentNet
 
     tool = load_tool("gate_drive")
-    net = AgentNet((3, 16, 16), 3, stem="none", core="elstm", hidden_size=4)
+    net = AgentNet((3, 16, 16), 3, stem="none", core="elstm", hidden_size=4, centre_frames=centre)
     cue, noise = tool.frames({"span": 2})
     with torch.no_grad():
         net.core.O.zero_()
         assert tool.drive(net, cue, noise)[3:] == (0.0, 0.0)
         net.core.O.fill_(1.0)
         q, frac = tool.drive(net, cue, noise)[3:]
-    assert q == pytest.approx(768 * 0.1, rel=1e-5) and frac == 1.0
+    assert q == pytest.approx(drive, rel=1e-5) and frac == (1.0 if drive > 10 else 0.0)
