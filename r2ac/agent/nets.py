@@ -70,8 +70,8 @@ def resolve_centre_frames(value: bool | str, stem) -> bool:
     direction is C inputs (the channel means) and moves like any one input; the centred pixels of a noise
     frame point somewhere new each frame and add up to no drift. The distractor cue at 100x M went from
     1 seed of 2 to 3/3 (3.2-7.0 M steps). Frames that are mostly a fixed black background (the watermaze)
-    pay: centred, the background is no longer zero, and the watermaze found 0.6x the goals at the same steps
-    (docs/results.md, "Centred frames")."""
+    pay: centred, the background is no longer zero, and the watermaze found 0.6x the goals at 2 M steps and
+    0.34x at 6 M (docs/results.md, "Centred frames")."""
     if value == "auto":
         return _raw_pixels(stem)
     if not isinstance(value, bool):
