@@ -31,16 +31,31 @@ def core_input_size(feature_size: int, reward_input: bool, prev_action_input: bo
             + int(episode_start_input))
 
 
-def centre_frame(pixels: Tensor, channels: int) -> tuple[Tensor, Tensor]:
-    """Flattened image frames [..., C*H*W] (channel-major) -> (each channel minus its mean over the frame
-    [..., C*H*W], the channel means [..., C]). The pair is an invertible re-coding of the frame: it takes the
+def centre_frame(pixels: Tensor, channels: int, statistic: str = "mean") -> tuple[Tensor, Tensor]:
+    """Flattened image frames [..., C*H*W] (channel-major) -> (each channel minus its centre over the frame
+    [..., C*H*W], the channel centres [..., C]). The pair is an invertible re-coding of the frame: it takes the
     uniform part of every channel (a colour, a frame's overall brightness) out of the hundreds of pixel
-    inputs and into C inputs of its own."""
+    inputs and into C inputs of its own.
+
+    ``statistic``: ``"mean"``, ``"median"`` (the lower middle value where a channel has an even number of
+    pixels) or ``"median_mean"`` (pixels minus the median, and both the C medians and the C means as centres
+    [..., 2C]). The median is the channel's background level: a uniform colour or a noise frame's grey is
+    taken out as by the mean, but a small object on a fixed background (an agent's cell on a black floor)
+    leaves the background at 0, so pixels that are 0 on most frames stay 0; the mean says how much of a
+    colour a frame holds (a small cue patch moves it)."""
     if pixels.shape[-1] % channels:
         raise ValueError(f"centre_frame: {pixels.shape[-1]} pixel features do not split into {channels} channels")
     x = pixels.unflatten(-1, (channels, pixels.shape[-1] // channels))
-    m = x.mean(-1, keepdim=True)
-    return (x - m).flatten(-2), m.squeeze(-1)
+    if statistic == "mean":
+        m = x.mean(-1, keepdim=True)
+    elif statistic in ("median", "median_mean"):
+        m = x.median(-1, keepdim=True).values
+    else:
+        raise ValueError(f"centre_frame: statistic must be 'mean', 'median' or 'median_mean', got {statistic!r}")
+    centres = m.squeeze(-1)
+    if statistic == "median_mean":
+        centres = torch.cat([centres, x.mean(-1)], -1)
+    return (x - m).flatten(-2), centres
 
 
 def core_input(features: Tensor, reward: Tensor, prev_action: Tensor, *, reward_input: bool,

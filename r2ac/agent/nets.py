@@ -59,6 +59,9 @@ def resolve_episode_start_value(value: float | str, stem) -> float:
     return _positive("episode_start_value", value)
 
 
+FRAME_CENTRES = ("mean", "median", "median_mean")  # model.frame_centre
+
+
 def resolve_centre_frames(value: bool | str, stem) -> bool:
     """``model.centre_frames`` as a bool. ``"auto"``: true when raw image frames enter the core. True where the
     frames are not raw images is an error (there is no frame to centre).
@@ -69,9 +72,11 @@ def resolve_centre_frames(value: bool | str, stem) -> bool:
     output gates saturated on every full frame, where the flag and the cue had to open them. Centred, that
     direction is C inputs (the channel means) and moves like any one input; the centred pixels of a noise
     frame point somewhere new each frame and add up to no drift. The distractor cue at 100x M went from
-    1 seed of 2 to 3/3 (3.2-7.0 M steps). Frames that are mostly a fixed black background (the watermaze)
-    pay: centred, the background is no longer zero, and the watermaze found 0.6x the goals at 2 M steps and
-    0.34x at 6 M (docs/results.md, "Centred frames")."""
+    1 seed of 2 to 3/3 (3.2-7.0 M steps). ``model.frame_centre`` picks the statistic: centred on the mean
+    (the default), frames that are mostly a fixed black background (the watermaze) pay, the floor no longer
+    zero (0.6x the goals at 2 M steps, 0.34x at 6 M); the median is the background level and leaves such a
+    floor at 0, but gives up the channel means, which carry the T-maze's cue patch as one input each
+    (docs/results.md, "Centred frames" and "Mean or median")."""
     if value == "auto":
         return _raw_pixels(stem)
     if not isinstance(value, bool):
@@ -95,7 +100,8 @@ class AgentNet(nn.Module):
                  learning: str = "rtrl", core_options: Optional[dict] = None, reward_input: bool = True,
                  prev_action_input: bool = False, reward_clip: float = 1.0, input_scale: float | str = "auto",
                  carry_inputs_across_episodes: bool = False, episode_start_input: bool = False,
-                 episode_start_value: float | str = "auto", centre_frames: bool | str = "auto"):
+                 episode_start_value: float | str = "auto", centre_frames: bool | str = "auto",
+                 frame_centre: str = "mean"):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -109,7 +115,11 @@ class AgentNet(nn.Module):
         self.episode_start_value = resolve_episode_start_value(episode_start_value, self.stem)
         self.centre_frames = resolve_centre_frames(centre_frames, self.stem)
         self.frame_channels = self.observation_shape[0] if self.centre_frames else 0
-        self.feature_size = self.stem.output_size + self.frame_channels
+        if frame_centre not in FRAME_CENTRES:
+            raise ValueError(f"model.frame_centre must be one of {', '.join(FRAME_CENTRES)}, got {frame_centre!r}")
+        self.frame_centre = frame_centre
+        centre_inputs = self.frame_channels * (2 if frame_centre == "median_mean" else 1)
+        self.feature_size = self.stem.output_size + centre_inputs
         self.core_input_size = inputs.core_input_size(self.feature_size, reward_input, prev_action_input,
                                                       num_actions, self.episode_start_input)
         self.core = make_core(core, self.core_input_size, hidden_size, learning=learning, **(core_options or {}))
@@ -127,7 +137,7 @@ class AgentNet(nn.Module):
                    carry_inputs_across_episodes=model_cfg.carry_inputs_across_episodes,
                    episode_start_input=model_cfg.episode_start_input,
                    episode_start_value=model_cfg.episode_start_value,
-                   centre_frames=model_cfg.centre_frames)
+                   centre_frames=model_cfg.centre_frames, frame_centre=model_cfg.frame_centre)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -151,11 +161,11 @@ class AgentNet(nn.Module):
 
     def scaled_features(self, features: Tensor) -> Tensor:
         """The features' part of the core input [..., feature_size]: the stem's features times ``input_scale``;
-        with ``centre_frames``, each channel of the raw frame centred on its mean over the frame (times
-        ``input_scale``), then the C channel means, unscaled (``inputs.centre_frame``)."""
+        with ``centre_frames``, each channel of the raw frame minus its mean (``frame_centre``: or median)
+        over the frame (times ``input_scale``), then the C channel centres, unscaled (``inputs.centre_frame``)."""
         if self.centre_frames:
-            pixels, means = inputs.centre_frame(features, self.frame_channels)
-            return torch.cat([pixels * self.input_scale, means], -1)
+            pixels, centres = inputs.centre_frame(features, self.frame_channels, self.frame_centre)
+            return torch.cat([pixels * self.input_scale, centres], -1)
         return features * self.input_scale if self.input_scale != 1.0 else features
 
     def core_input(self, features: Tensor, reward: Tensor, prev_action: Tensor,

@@ -21,12 +21,13 @@ M = 6
 
 
 def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True, pixels=False):
-    """A small agent on the T-maze; ``pixels``: on the pixel delayed cue (4x4 frames, span 3) with the raw frames
-    centred into the core (stem none, model.centre_frames) and the episode-start flag."""
+    """A small agent on the T-maze; ``pixels`` (a model.frame_centre value): on the pixel delayed cue
+    (4x4 frames, span 3) with the raw frames centred into the core (stem none, model.centre_frames) and the
+    episode-start flag."""
     torch.manual_seed(seed)
     if pixels:
         venv = make_vec_env("cue", 3, seed, obs="pixels", size=4, span=3, distractors=0.5)
-        kw = dict(stem="none", centre_frames=True, episode_start_input=True)
+        kw = dict(stem="none", centre_frames=True, frame_centre=pixels, episode_start_input=True)
     else:
         venv = make_vec_env("tmaze", 3, seed, corridor_length=4)
         kw = dict(stem="mlp", stem_channels=[], stem_fc=8)
@@ -92,7 +93,8 @@ def _loss(net, outputs, traj):
     return loss
 
 
-@pytest.mark.parametrize("learning, pixels", [("rtrl", False), ("tbptt", False), ("rtrl", True)])
+@pytest.mark.parametrize("learning, pixels", [("rtrl", False), ("tbptt", False), ("rtrl", "mean"),
+                                             ("rtrl", "median"), ("rtrl", "median_mean")])
 def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning, pixels):
     """float64: the sum of the learner's per-trajectory gradients equals full-sequence BPTT of the same
     losses when actor and learner weights agree (RTRL), and differs for TBPTT; also with raw pixel frames
@@ -447,19 +449,37 @@ def test_episode_start_value_auto_is_10_for_raw_pixels_only(stem, shape, expecte
     assert config_from_dict(upgrade_resolved(old)).model.episode_start_value == 1.0
 
 
-def test_centre_frame_recodes_a_frame_as_centred_pixels_and_channel_means():
-    """inputs.centre_frame: per channel, pixels minus their mean over the frame, and the means; the two
-    together give the frame back; a uniform colour frame is all in the means."""
+@pytest.mark.parametrize("statistic", ["mean", "median", "median_mean"])
+def test_centre_frame_recodes_a_frame_as_centred_pixels_and_channel_centres(statistic):
+    """inputs.centre_frame: per channel, pixels minus their mean (median) over the frame, and the centres
+    (median_mean: the medians, then the means); the two together give the frame back; a uniform colour frame
+    is all in the centres."""
     x = torch.rand(2, 5, 3 * 4 * 4, dtype=torch.float64)
-    centred, means = centre_frame(x, 3)
-    assert centred.shape == x.shape and means.shape == (2, 5, 3)
-    assert centred.unflatten(-1, (3, 16)).mean(-1).abs().max() < 1e-12
-    assert torch.allclose(centred.unflatten(-1, (3, 16)) + means.unsqueeze(-1), x.unflatten(-1, (3, 16)))
+    centred, centres = centre_frame(x, 3, statistic)
+    per_channel = x.unflatten(-1, (3, 16))
+    means, medians = per_channel.mean(-1), per_channel.sort(-1).values[..., 7]  # the lower middle of 16
+    expected = {"mean": means, "median": medians, "median_mean": torch.cat([medians, means], -1)}[statistic]
+    assert centred.shape == x.shape and centres.shape == expected.shape
+    assert torch.allclose(centres, expected)
+    assert torch.allclose(centred.unflatten(-1, (3, 16)) + centres[..., :3].unsqueeze(-1), per_channel)
     red = torch.tensor([1.0, 0.0, 0.0]).repeat_interleave(16)
-    c, m = centre_frame(red, 3)
-    assert c.abs().max() == 0 and torch.equal(m, torch.tensor([1.0, 0.0, 0.0]))
+    c, m = centre_frame(red, 3, statistic)
+    assert c.abs().max() == 0 and torch.equal(m[:3], torch.tensor([1.0, 0.0, 0.0]))
     with pytest.raises(ValueError, match="do not split into 3 channels"):
-        centre_frame(torch.zeros(10), 3)
+        centre_frame(torch.zeros(10), 3, statistic)
+
+
+def test_centre_frame_median_leaves_a_black_background_at_zero():
+    """The median is the background level: the watermaze's frame (coloured walls, one white agent cell on a
+    black floor) passes unchanged with centres 0, where the mean makes every floor pixel non-zero."""
+    venv = make_vec_env("watermaze", 4, 0, size=7, episode_length=20)
+    frames = torch.as_tensor(venv.reset(), dtype=torch.float64).flatten(1) / 255
+    centred, centres = centre_frame(frames, 3, "median")
+    assert torch.equal(centred, frames) and torch.equal(centres, torch.zeros(4, 3))
+    centred, centres = centre_frame(frames, 3, "mean")
+    assert (centres > 0.1).all() and (centred == 0).float().mean() < 0.05
+    with pytest.raises(ValueError, match="statistic must be 'mean', 'median' or 'median_mean'"):
+        centre_frame(frames, 3, "mode")
 
 
 def test_centre_frames_feeds_centred_scaled_pixels_then_the_means():
@@ -474,8 +494,19 @@ def test_centre_frames_feeds_centred_scaled_pixels_then_the_means():
     feats = net.features(obs)
     done = torch.zeros(2, 3, dtype=torch.bool)
     x = net.core_input(feats, torch.ones(2, 3), torch.zeros(2, 3, dtype=torch.int64), done)
-    centred, means = centre_frame(feats, 3)
-    assert torch.allclose(x[..., :48], RAW_PIXEL_INPUT_SCALE * centred) and torch.equal(x[..., 48:51], means)
+    centred, centres = centre_frame(feats, 3, "mean")  # model.frame_centre's default
+    assert net.frame_centre == "mean" and load_config("configs/quickstart.yaml").model.frame_centre == "mean"
+    assert torch.allclose(x[..., :48], RAW_PIXEL_INPUT_SCALE * centred) and torch.equal(x[..., 48:51], centres)
+    by_median = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, centre_frames=True, frame_centre="median")
+    centred, medians = centre_frame(feats, 3, "median")
+    assert torch.allclose(by_median.scaled_features(feats),
+                          torch.cat([RAW_PIXEL_INPUT_SCALE * centred, medians], -1))
+    both = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, centre_frames=True, frame_centre="median_mean")
+    assert both.feature_size == 48 + 6 and both.scaled_features(feats).shape == (2, 3, 54)
+    with pytest.raises(ValueError, match="model.frame_centre must be one of mean, median, median_mean"):
+        AgentNet((3, 4, 4), 3, stem="none", frame_centre="mode")
+    with pytest.raises(ConfigError, match=r"model\.frame_centre"):
+        load_config("configs/quickstart.yaml", ["model.frame_centre=mode"])
     assert torch.equal(x[..., 51:], plain.core_input(feats, torch.ones(2, 3), torch.zeros(2, 3, dtype=torch.int64),
                                                      done)[..., 48:])
     for stem, shape, expected in (("none", (3, 8, 8), True), ("none", (5,), False), ("impala", (3, 16, 16), False)):
@@ -486,8 +517,12 @@ def test_centre_frames_feeds_centred_scaled_pixels_then_the_means():
     with pytest.raises(ConfigError, match=r"model\.centre_frames"):
         load_config("configs/quickstart.yaml", ["model.centre_frames=sometimes"])
     old = config_to_dict(load_config("configs/quickstart.yaml"))
-    del old["model"]["centre_frames"]
-    assert config_from_dict(upgrade_resolved(old)).model.centre_frames is False
+    del old["model"]["centre_frames"], old["model"]["frame_centre"]
+    upgraded = config_from_dict(upgrade_resolved(old)).model
+    assert upgraded.centre_frames is False and upgraded.frame_centre == "mean"
+    old = config_to_dict(load_config("configs/quickstart.yaml"))
+    del old["model"]["frame_centre"]  # saved with centred frames before the key: they were centred on the mean
+    assert config_from_dict(upgrade_resolved(old)).model.frame_centre == "mean"
 
 
 @pytest.mark.parametrize("stem, shape, expected", [("none", (3, 8, 8), RAW_PIXEL_INPUT_SCALE), ("none", (5,), 1.0),
