@@ -5,12 +5,13 @@ noise frames of the delayed cue, for trained runs of ``r2ac bench memory`` (docs
 
 For each run: its config and latest checkpoint; 3000 cue frames (t = 0) and 3000 noise frames of its task
 (``env.options`` with ``distractors: 1``), fed as the run fed them (``model.input_scale``,
-``model.centre_frames``, ``model.frame_centre``); then, per hidden unit, the median over units of |F x| on
-cue frames, of |mean F x| over noise frames, and of the standard deviation of F x over noise frames; and the
-output gate's drive by the (white) query frame, the median over units of |O x| and the fraction of units
-where it exceeds 10 (the gate is then shut or open whatever the cell holds). A sigmoid's slope at a pre-activation of 10 is 5e-5.
-The same for the run's config freshly initialised (torch seed 0), to compare with. ``--set`` overrides the
-runs' configs (runs made before ``model.input_scale`` existed fed pixels unscaled: ``--set model.input_scale=1``).
+``model.centre_frames``, ``model.frame_centre``); then, per hidden unit, the median over units of |F x| on cue
+frames, of |mean F x| over noise frames, and of the standard deviation of F x over noise frames; and the
+output gate's drive by the (white) query frame, the median over units of |O x| and the fraction of units where
+it exceeds 10 (the gate is then shut or open whatever the cell holds). A sigmoid's slope at a pre-activation
+of 10 is 5e-5. The same for the run's config freshly initialised (torch seed 0), to compare with. ``--set``
+overrides the runs' configs (runs made before ``model.input_scale`` existed fed pixels unscaled: ``--set
+model.input_scale=1``).
 """
 
 from __future__ import annotations
