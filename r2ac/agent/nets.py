@@ -75,8 +75,9 @@ def resolve_centre_frames(value: bool | str, stem) -> bool:
     1 seed of 2 to 3/3 (3.2-7.0 M steps). ``model.frame_centre`` picks the statistic: centred on the mean
     (the default), frames that are mostly a fixed black background (the watermaze) pay, the floor no longer
     zero (0.6x the goals at 2 M steps, 0.34x at 6 M); the median is the background level and leaves such a
-    floor at 0, but gives up the channel means, which carry the T-maze's cue patch as one input each
-    (docs/results.md, "Centred frames" and "Mean or median")."""
+    floor at 0, but gives up the channel means, which carry the T-maze's cue patch as one input each;
+    ``median_mean`` feeds both, and cost the pixel cue at 100x M instead (docs/results.md, "Centred frames"
+    and "Mean, median or both")."""
     if value == "auto":
         return _raw_pixels(stem)
     if not isinstance(value, bool):

@@ -104,7 +104,7 @@ class ModelConfig:
         "mean", "what centre_frames subtracts from each channel of a frame and feeds as its C inputs: the mean "
         "over the frame, or the median (the background level: a small object on a black floor leaves the "
         "floor at 0), or 'median_mean': minus the median, with both the medians and the means as 2C inputs "
-        "(docs/results.md, 'Mean or median')")
+        "(docs/results.md, 'Mean, median or both')")
     prev_action_input: bool = _f(False, "feed the previous action (one-hot) to the core")
     input_scale: float | Literal["auto"] = _f(
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "

@@ -27,15 +27,18 @@ def test_gate_drive_reads_a_run_and_scales_as_the_run_did(tmp_path, capsys, load
         tool.main([str(run), "--set", "env.id=tmaze", "env.options={}"])
 
 
-@pytest.mark.parametrize("centre, drive", [(False, 768 * 0.1), (True, 3.0)])
-def test_query_drive_counts_saturated_output_gates(load_tool, centre, drive):
+@pytest.mark.parametrize("centre, statistic, drive", [(False, "mean", 768 * 0.1), (True, "mean", 3.0),
+                                                     (True, "median_mean", 6.0)])
+def test_query_drive_counts_saturated_output_gates(load_tool, centre, statistic, drive):
     """The output gate's drive by the white query frame: O = 0 gives 0; O = 1 on every input gives the
     frame's summed scaled inputs in every unit: 768 x 0.1, all of them over 10, for the pixels as they are;
-    centred (model.centre_frames), the white frame is 0 in every pixel and 1 in each of the 3 channel means."""
+    centred (model.centre_frames), the white frame is 0 in every pixel and 1 in each of the 3 channel means
+    (and the 3 medians with model.frame_centre=median_mean)."""
     from r2ac.agent.nets import AgentNet
 
     tool = load_tool("gate_drive")
-    net = AgentNet((3, 16, 16), 3, stem="none", core="elstm", hidden_size=4, centre_frames=centre)
+    net = AgentNet((3, 16, 16), 3, stem="none", core="elstm", hidden_size=4, centre_frames=centre,
+                   frame_centre=statistic)
     cue, noise = tool.frames({"span": 2})
     with torch.no_grad():
         net.core.O.zero_()
