@@ -38,23 +38,28 @@ def centre_frame(pixels: Tensor, channels: int, statistic: str = "mean") -> tupl
     inputs and into C inputs of its own.
 
     ``statistic``: ``"mean"``, ``"median"`` (the lower middle value where a channel has an even number of
-    pixels) or ``"median_mean"`` (pixels minus the median, and both the C medians and the C means as centres
-    [..., 2C]). The median is the channel's background level: a uniform colour or a noise frame's grey is
-    taken out as by the mean, but a small object on a fixed background (an agent's cell on a black floor)
-    leaves the background at 0, so pixels that are 0 on most frames stay 0; the mean says how much of a
-    colour a frame holds (a small cue patch moves it)."""
+    pixels), ``"median_mean"`` (pixels minus the median, and both the C medians and the C means as centres
+    [..., 2C]) or ``"median_feed_mean"`` (pixels minus the median, and the C means as centres: still
+    invertible, as the median is the mean minus the centred pixels' mean). The median is the channel's
+    background level: a uniform colour or a noise frame's grey is taken out as by the mean, but a small
+    object on a fixed background (an agent's cell on a black floor) leaves the background at 0, so pixels
+    that are 0 on most frames stay 0; the mean says how much of a colour a frame holds (a small cue patch
+    moves it)."""
     if pixels.shape[-1] % channels:
         raise ValueError(f"centre_frame: {pixels.shape[-1]} pixel features do not split into {channels} channels")
     x = pixels.unflatten(-1, (channels, pixels.shape[-1] // channels))
     if statistic == "mean":
         m = x.mean(-1, keepdim=True)
-    elif statistic in ("median", "median_mean"):
+    elif statistic in ("median", "median_mean", "median_feed_mean"):
         m = x.median(-1, keepdim=True).values
     else:
-        raise ValueError(f"centre_frame: statistic must be 'mean', 'median' or 'median_mean', got {statistic!r}")
+        raise ValueError("centre_frame: statistic must be 'mean', 'median', 'median_mean' or 'median_feed_mean', "
+                         f"got {statistic!r}")
     centres = m.squeeze(-1)
     if statistic == "median_mean":
         centres = torch.cat([centres, x.mean(-1)], -1)
+    elif statistic == "median_feed_mean":
+        centres = x.mean(-1)
     return (x - m).flatten(-2), centres
 
 

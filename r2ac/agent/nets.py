@@ -59,7 +59,7 @@ def resolve_episode_start_value(value: float | str, stem) -> float:
     return _positive("episode_start_value", value)
 
 
-FRAME_CENTRES = ("mean", "median", "median_mean")  # model.frame_centre
+FRAME_CENTRES = ("mean", "median", "median_mean", "median_feed_mean")  # model.frame_centre
 
 
 def resolve_centre_frames(value: bool | str, stem) -> bool:

@@ -100,11 +100,12 @@ class ModelConfig:
         "auto", "raw image frames (stem 'none'): each channel minus its mean (frame_centre) over the frame "
         "(then times input_scale), and the channel means as their own inputs (unscaled, in [0, 1]); 'auto': "
         "on for raw image frames, off otherwise (docs/results.md says why)")
-    frame_centre: Literal["mean", "median", "median_mean"] = _f(
+    frame_centre: Literal["mean", "median", "median_mean", "median_feed_mean"] = _f(
         "mean", "what centre_frames subtracts from each channel of a frame and feeds as its C inputs: the mean "
         "over the frame, or the median (the background level: a small object on a black floor leaves the "
-        "floor at 0), or 'median_mean': minus the median, with both the medians and the means as 2C inputs "
-        "(docs/results.md, 'Mean, median or both')")
+        "floor at 0), or 'median_mean': minus the median, with both the medians and the means as 2C inputs, "
+        "or 'median_feed_mean': minus the median, with the means as the C inputs (docs/results.md, 'Mean, "
+        "median or both')")
     prev_action_input: bool = _f(False, "feed the previous action (one-hot) to the core")
     input_scale: float | Literal["auto"] = _f(
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "

@@ -94,7 +94,8 @@ def _loss(net, outputs, traj):
 
 
 @pytest.mark.parametrize("learning, pixels", [("rtrl", False), ("tbptt", False), ("rtrl", "mean"),
-                                             ("rtrl", "median"), ("rtrl", "median_mean")])
+                                             ("rtrl", "median"), ("rtrl", "median_mean"),
+                                             ("rtrl", "median_feed_mean")])
 def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning, pixels):
     """float64: the sum of the learner's per-trajectory gradients equals full-sequence BPTT of the same
     losses when actor and learner weights agree (RTRL), and differs for TBPTT; also with raw pixel frames
@@ -449,19 +450,24 @@ def test_episode_start_value_auto_is_10_for_raw_pixels_only(stem, shape, expecte
     assert config_from_dict(upgrade_resolved(old)).model.episode_start_value == 1.0
 
 
-@pytest.mark.parametrize("statistic", ["mean", "median", "median_mean"])
+@pytest.mark.parametrize("statistic", ["mean", "median", "median_mean", "median_feed_mean"])
 def test_centre_frame_recodes_a_frame_as_centred_pixels_and_channel_centres(statistic):
     """inputs.centre_frame: per channel, pixels minus their mean (median) over the frame, and the centres
-    (median_mean: the medians, then the means); the two together give the frame back; a uniform colour frame
-    is all in the centres."""
+    (median_mean: the medians, then the means; median_feed_mean: the means); the two together give the frame
+    back; a uniform colour frame is all in the centres."""
     x = torch.rand(2, 5, 3 * 4 * 4, dtype=torch.float64)
     centred, centres = centre_frame(x, 3, statistic)
     per_channel = x.unflatten(-1, (3, 16))
     means, medians = per_channel.mean(-1), per_channel.sort(-1).values[..., 7]  # the lower middle of 16
-    expected = {"mean": means, "median": medians, "median_mean": torch.cat([medians, means], -1)}[statistic]
+    expected = {"mean": means, "median": medians, "median_mean": torch.cat([medians, means], -1),
+                "median_feed_mean": means}[statistic]
     assert centred.shape == x.shape and centres.shape == expected.shape
     assert torch.allclose(centres, expected)
-    assert torch.allclose(centred.unflatten(-1, (3, 16)) + centres[..., :3].unsqueeze(-1), per_channel)
+    subtracted = means if statistic == "mean" else medians
+    assert torch.allclose(centred.unflatten(-1, (3, 16)) + subtracted.unsqueeze(-1), per_channel)
+    # the frame back from the pair alone: the subtracted centre is the mean minus the centred pixels' mean
+    recovered = centres if statistic == "median" else centres[..., -3:] - centred.unflatten(-1, (3, 16)).mean(-1)
+    assert torch.allclose(centred.unflatten(-1, (3, 16)) + recovered.unsqueeze(-1), per_channel)
     red = torch.tensor([1.0, 0.0, 0.0]).repeat_interleave(16)
     c, m = centre_frame(red, 3, statistic)
     assert c.abs().max() == 0 and torch.equal(m[:3], torch.tensor([1.0, 0.0, 0.0]))
@@ -478,7 +484,9 @@ def test_centre_frame_median_leaves_a_black_background_at_zero():
     assert torch.equal(centred, frames) and torch.equal(centres, torch.zeros(4, 3))
     centred, centres = centre_frame(frames, 3, "mean")
     assert (centres > 0.1).all() and (centred == 0).float().mean() < 0.05
-    with pytest.raises(ValueError, match="statistic must be 'mean', 'median' or 'median_mean'"):
+    centred, centres = centre_frame(frames, 3, "median_feed_mean")  # the floor stays 0, the means go in
+    assert torch.equal(centred, frames) and torch.allclose(centres, frames.unflatten(-1, (3, -1)).mean(-1))
+    with pytest.raises(ValueError, match="statistic must be 'mean', 'median', 'median_mean' or 'median_feed_mean'"):
         centre_frame(frames, 3, "mode")
 
 
@@ -503,7 +511,11 @@ def test_centre_frames_feeds_centred_scaled_pixels_then_the_means():
                           torch.cat([RAW_PIXEL_INPUT_SCALE * centred, medians], -1))
     both = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, centre_frames=True, frame_centre="median_mean")
     assert both.feature_size == 48 + 6 and both.scaled_features(feats).shape == (2, 3, 54)
-    with pytest.raises(ValueError, match="model.frame_centre must be one of mean, median, median_mean"):
+    feed = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, centre_frames=True, frame_centre="median_feed_mean")
+    assert feed.feature_size == 48 + 3
+    assert torch.allclose(feed.scaled_features(feats), torch.cat([RAW_PIXEL_INPUT_SCALE * centred, centres], -1))
+    with pytest.raises(ValueError, match="model.frame_centre must be one of mean, median, median_mean, "
+                                         "median_feed_mean"):
         AgentNet((3, 4, 4), 3, stem="none", frame_centre="mode")
     with pytest.raises(ConfigError, match=r"model\.frame_centre"):
         load_config("configs/quickstart.yaml", ["model.frame_centre=mode"])
