@@ -72,12 +72,14 @@ def resolve_centre_frames(value: bool | str, stem) -> bool:
     output gates saturated on every full frame, where the flag and the cue had to open them. Centred, that
     direction is C inputs (the channel means) and moves like any one input; the centred pixels of a noise
     frame point somewhere new each frame and add up to no drift. The distractor cue at 100x M went from
-    1 seed of 2 to 3/3 (3.2-7.0 M steps). ``model.frame_centre`` picks the statistic: centred on the mean
-    (the default), frames that are mostly a fixed black background (the watermaze) pay, the floor no longer
-    zero (0.6x the goals at 2 M steps, 0.34x at 6 M); the median is the background level and leaves such a
-    floor at 0, but gives up the channel means, which carry the T-maze's cue patch as one input each;
-    ``median_mean`` feeds both, and cost the pixel cue at 100x M instead (docs/results.md, "Centred frames"
-    and "Mean, median or both")."""
+    1 seed of 2 to 3/3 (3.2-7.0 M steps). ``model.frame_centre`` picks the statistic: centred on the mean,
+    frames that are mostly a fixed black background (the watermaze) paid, the floor no longer zero (0.6x the
+    goals at 2 M steps, 0.34x at 6 M); the median is the background level and leaves such a floor at 0, but
+    fed as the centres it gives up the channel means, which carry the T-maze's cue patch as one input each;
+    feeding both cost the pixel cue at 100x M. The default, ``median_feed_mean``, subtracts the median and
+    feeds the means: the mean's coding on a uniform frame, the floor at 0, and 3/3 on every cell of the
+    suite (docs/results.md, "Centred frames", "Mean, median or both" and "Minus the median, the means as
+    inputs")."""
     if value == "auto":
         return _raw_pixels(stem)
     if not isinstance(value, bool):
@@ -102,7 +104,7 @@ class AgentNet(nn.Module):
                  prev_action_input: bool = False, reward_clip: float = 1.0, input_scale: float | str = "auto",
                  carry_inputs_across_episodes: bool = False, episode_start_input: bool = False,
                  episode_start_value: float | str = "auto", centre_frames: bool | str = "auto",
-                 frame_centre: str = "mean"):
+                 frame_centre: str = "median_feed_mean"):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -162,8 +164,9 @@ class AgentNet(nn.Module):
 
     def scaled_features(self, features: Tensor) -> Tensor:
         """The features' part of the core input [..., feature_size]: the stem's features times ``input_scale``;
-        with ``centre_frames``, each channel of the raw frame minus its mean (``frame_centre``: or median)
-        over the frame (times ``input_scale``), then the C channel centres, unscaled (``inputs.centre_frame``)."""
+        with ``centre_frames``, each channel of the raw frame minus its median or mean (``frame_centre``)
+        over the frame (times ``input_scale``), then the C (or 2C) channel centres, unscaled
+        (``inputs.centre_frame``)."""
         if self.centre_frames:
             pixels, centres = inputs.centre_frame(features, self.frame_channels, self.frame_centre)
             return torch.cat([pixels * self.input_scale, centres], -1)

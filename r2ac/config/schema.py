@@ -97,15 +97,16 @@ class ModelConfig:
         "10 where raw image frames enter the core with stem 'none' (scaled by input_scale 'auto''s 0.1; "
         "docs/results.md says why), 1 otherwise", gt=0.0)
     centre_frames: bool | Literal["auto"] = _f(
-        "auto", "raw image frames (stem 'none'): each channel minus its mean (frame_centre) over the frame "
+        "auto", "raw image frames (stem 'none'): each channel minus its median (frame_centre) over the frame "
         "(then times input_scale), and the channel means as their own inputs (unscaled, in [0, 1]); 'auto': "
         "on for raw image frames, off otherwise (docs/results.md says why)")
     frame_centre: Literal["mean", "median", "median_mean", "median_feed_mean"] = _f(
-        "mean", "what centre_frames subtracts from each channel of a frame and feeds as its C inputs: the mean "
-        "over the frame, or the median (the background level: a small object on a black floor leaves the "
-        "floor at 0), or 'median_mean': minus the median, with both the medians and the means as 2C inputs, "
-        "or 'median_feed_mean': minus the median, with the means as the C inputs (docs/results.md, 'Mean, "
-        "median or both')")
+        "median_feed_mean", "what centre_frames subtracts from each channel of a frame and feeds as its C "
+        "inputs: 'median_feed_mean' (the default): minus the median (the background level: a small object on "
+        "a black floor leaves the floor at 0), with the channel means as the C inputs; 'mean': minus the mean, "
+        "the means as inputs; 'median': minus the median, the medians as inputs; 'median_mean': minus the "
+        "median, both the medians and the means as 2C inputs (docs/results.md, 'Mean, median or both' and "
+        "'Minus the median, the means as inputs')")
     prev_action_input: bool = _f(False, "feed the previous action (one-hot) to the core")
     input_scale: float | Literal["auto"] = _f(
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "

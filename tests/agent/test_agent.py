@@ -502,9 +502,13 @@ def test_centre_frames_feeds_centred_scaled_pixels_then_the_means():
     feats = net.features(obs)
     done = torch.zeros(2, 3, dtype=torch.bool)
     x = net.core_input(feats, torch.ones(2, 3), torch.zeros(2, 3, dtype=torch.int64), done)
-    centred, centres = centre_frame(feats, 3, "mean")  # model.frame_centre's default
-    assert net.frame_centre == "mean" and load_config("configs/quickstart.yaml").model.frame_centre == "mean"
+    centred, centres = centre_frame(feats, 3, "median_feed_mean")  # model.frame_centre's default
+    assert net.frame_centre == "median_feed_mean"
+    assert load_config("configs/quickstart.yaml").model.frame_centre == "median_feed_mean"
     assert torch.allclose(x[..., :48], RAW_PIXEL_INPUT_SCALE * centred) and torch.equal(x[..., 48:51], centres)
+    by_mean = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, centre_frames=True, frame_centre="mean")
+    centred, centres = centre_frame(feats, 3, "mean")
+    assert torch.allclose(by_mean.scaled_features(feats), torch.cat([RAW_PIXEL_INPUT_SCALE * centred, centres], -1))
     by_median = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, centre_frames=True, frame_centre="median")
     centred, medians = centre_frame(feats, 3, "median")
     assert torch.allclose(by_median.scaled_features(feats),
