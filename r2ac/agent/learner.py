@@ -87,7 +87,7 @@ class Learner:
         """(loss, stats) of the learner's outputs on a batch: the IMPALA loss with V-trace targets."""
         return impala_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
                            entropy_cost=self.cfg.entropy_cost, reward_clip=self.cfg.reward_clip,
-                           clip_rho_threshold=self.cfg.clip_rho_threshold or None,
+                           entropy_floor=self.cfg.entropy_floor, clip_rho_threshold=self.cfg.clip_rho_threshold or None,
                            clip_pg_rho_threshold=self.cfg.clip_pg_rho_threshold or None,
                            normalize_pg_advantages=self.cfg.normalize_advantages)
 

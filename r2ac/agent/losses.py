@@ -13,6 +13,7 @@ Reductions (a convention the learner must follow when choosing its learning rate
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import torch
@@ -23,6 +24,8 @@ from r2ac.agent.vtrace import vtrace_from_logits
 
 __all__ = [
     "baseline_loss",
+    "categorical_entropy_bonus",
+    "entropy_bonus",
     "episode_end_stats",
     "gae_advantages",
     "impala_loss",
@@ -77,6 +80,27 @@ def _require(mapping: Mapping[str, Tensor], keys: tuple[str, ...], what: str) ->
         raise KeyError(f"impala_loss: {what} is missing {missing}; it has {sorted(mapping)}")
 
 
+def entropy_bonus(h: Tensor, floor: float = 0.0) -> Tensor:
+    """The per-step entropy bonus: ``h`` itself, or with ``floor`` > 0 (nats), min(h, floor).
+
+    The plain bonus pulls every step's policy toward uniform, a near-uniform one too, against whatever weak
+    signal is forming there; min(h, floor) has zero gradient at the steps whose entropy is above the floor
+    and the plain bonus's gradient below it, so it only keeps a policy from turning certain
+    (docs/results.md, "An entropy floor")."""
+    if floor < 0:
+        raise ValueError(f"entropy_bonus: floor must be >= 0 (0 = off), got {floor}")
+    return h.clamp(max=floor) if floor > 0 else h
+
+
+def categorical_entropy_bonus(logits: Tensor, floor_fraction: float = 0.0) -> tuple[Tensor, Tensor]:
+    """(H, bonus) per step of a categorical policy's ``logits`` [..., A]: the bonus is ``entropy_bonus`` with
+    the floor ``floor_fraction`` * ln A (a fraction of the uniform policy's entropy; 0 = the plain bonus)."""
+    if not 0.0 <= floor_fraction <= 1.0:
+        raise ValueError(f"entropy floor must be a fraction of ln A in [0, 1] (0 = off), got {floor_fraction}")
+    h = categorical_entropy(logits)
+    return h, entropy_bonus(h, floor_fraction * math.log(logits.shape[-1]))
+
+
 def impala_loss(
     learner_outputs: Mapping[str, Tensor],
     batch: Mapping[str, Tensor],
@@ -84,6 +108,7 @@ def impala_loss(
     baseline_cost: float = 0.5,
     entropy_cost: float = 0.01,
     reward_clip: float = 1.0,
+    entropy_floor: float = 0.0,
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     clip_c_threshold: float | None = 1.0,
@@ -105,7 +130,8 @@ def impala_loss(
         discounts = (1 - done[1:]) * discount
         V-trace (behaviour = batch policy_logits[1:], target = learner policy_logits[:-1])
         (with ``normalize_pg_advantages`` A^pg is shifted and scaled to zero mean, unit std over the batch)
-        L = L_pg(A^pg) + baseline_cost * 0.5 sum (v_s - V(x_s))^2 + entropy_cost * sum pi log pi
+        L = L_pg(A^pg) + baseline_cost * 0.5 sum (v_s - V(x_s))^2 - entropy_cost * sum H_t
+    (with ``entropy_floor`` > 0 the bonus is on min(H_t, entropy_floor * ln A): ``categorical_entropy_bonus``)
 
     All three terms are sums over time and batch. Returns (total_loss, stats) where stats holds
     python floats: total_loss, pg_loss, baseline_loss, entropy_loss, entropy (mean per step),
@@ -160,8 +186,8 @@ def impala_loss(
         pg_adv = normalize_advantages(pg_adv)
     pg_loss = policy_gradient_loss(target_logits, actions, pg_adv)
     v_loss = baseline_loss(vtrace_returns.vs - values)
-    h = categorical_entropy(target_logits)
-    h_loss = -h.sum()
+    h, bonus = categorical_entropy_bonus(target_logits, entropy_floor)
+    h_loss = -bonus.sum()
     total_loss = pg_loss + baseline_cost * v_loss + entropy_cost * h_loss
 
     stats = {

@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 import torch
 
+from r2ac.agent.distributions import categorical_entropy
 from r2ac.agent.losses import (
     baseline_loss,
+    categorical_entropy_bonus,
+    entropy_bonus,
     gae_advantages,
     impala_loss,
     normalize_advantages,
@@ -80,6 +83,57 @@ def test_impala_pg_gradient_flows_only_into_target_logits():
 
     # Expected gradient: d(-A log softmax(l)[a]) / dl = -A (onehot(a) - pi); step 0: A = 1.4, a = 0.
     torch.testing.assert_close(logits_grad[0, 0], torch.tensor([-0.7, 0.7], dtype=torch.float64))
+
+
+def test_entropy_bonus_floor_values_and_gradient():
+    h = torch.tensor([0.05, 0.2, 0.7, 1.1], dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(entropy_bonus(h), h)  # floor 0: the plain bonus
+    b = entropy_bonus(h, 0.3)
+    torch.testing.assert_close(b, torch.tensor([0.05, 0.2, 0.3, 0.3], dtype=torch.float64))
+    b.sum().backward()  # the plain bonus's gradient below the floor, none above it
+    torch.testing.assert_close(h.grad, torch.tensor([1.0, 1.0, 0.0, 0.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match="floor must be >= 0"):
+        entropy_bonus(h, -0.1)
+
+
+def test_categorical_entropy_bonus_floor_is_a_fraction_of_ln_a():
+    logits = torch.tensor([[0.0, 0.0, 0.0], [5.0, 0.0, 0.0]], dtype=torch.float64)
+    h, bonus = categorical_entropy_bonus(logits, 0.5)
+    assert h[0].item() == pytest.approx(math.log(3), abs=1e-12)
+    torch.testing.assert_close(bonus, torch.stack([h[0].new_tensor(0.5 * math.log(3)), h[1]]))  # h[1] < 0.55
+    torch.testing.assert_close(categorical_entropy_bonus(logits)[1], h)
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match=r"fraction of ln A in \[0, 1\]"):
+            categorical_entropy_bonus(logits, bad)
+
+
+def _floor_example_grad(entropy_cost, entropy_floor):
+    """The hand example with step 0 made certain (logits (4, 0), H ~ 0.07) and step 1 leaning (logits
+    (0.5, 0), H ~ 0.66), on-policy; returns (d loss / d learner logits, stats)."""
+    learner_outputs, batch = _hand_example()
+    logits = torch.zeros(3, 1, 2, dtype=torch.float64)
+    logits[0, 0] = torch.tensor([4.0, 0.0], dtype=torch.float64)
+    logits[1, 0] = torch.tensor([0.5, 0.0], dtype=torch.float64)
+    learner_outputs["policy_logits"] = logits.clone().requires_grad_()
+    batch["policy_logits"] = logits
+    total, stats = impala_loss(learner_outputs, batch, discount=0.9, baseline_cost=0.0, entropy_cost=entropy_cost,
+                               entropy_floor=entropy_floor)
+    total.backward()
+    return learner_outputs["policy_logits"].grad, stats
+
+
+def test_impala_loss_entropy_floor_acts_only_on_steps_below_it():
+    g_plain, _ = _floor_example_grad(1.0, 0.0)
+    g_pg_only, _ = _floor_example_grad(0.0, 0.0)
+    g_floor, stats = _floor_example_grad(1.0, 0.3 / LN2)  # a floor of 0.3 nats: 0.3 / ln 2 of ln A
+    h0, h1 = (categorical_entropy(torch.tensor(z, dtype=torch.float64)).item() for z in ([4.0, 0.0], [0.5, 0.0]))
+    assert h0 < 0.3 < h1
+    for t in (0, 1):  # both steps' plain bonus gradients are not nil
+        assert not torch.allclose(g_plain[t], g_pg_only[t])
+    torch.testing.assert_close(g_floor[0], g_plain[0])    # below the floor: the plain bonus
+    torch.testing.assert_close(g_floor[1], g_pg_only[1])  # above it: the policy gradient alone
+    assert stats["entropy_loss"] == pytest.approx(-(h0 + 0.3), abs=1e-12)
+    assert stats["entropy"] == pytest.approx((h0 + h1) / 2, abs=1e-12)  # the true mean entropy
 
 
 def test_policy_gradient_loss_detaches_advantages():
