@@ -125,11 +125,12 @@ class LearnerConfig:
     unroll_length: int = _f(100, "steps per trajectory (M)", gt=0)
     discount: float = _f(0.99, "discount factor gamma", ge=0.0, le=1.0)
     baseline_cost: float = _f(0.5, "weight of the value loss", ge=0.0)
-    entropy_cost: float = _f(0.001, "weight of the entropy bonus (the paper: 0.01)", ge=0.0)
+    entropy_cost: float = _f(0.05, "weight of the entropy bonus (the paper: 0.01; see entropy_floor)", ge=0.0)
     entropy_floor: float = _f(
-        0.0, "with > 0, the bonus is on min(H, entropy_floor * ln A) per step (A actions; ln A is the uniform "
-        "policy's entropy): it keeps a policy from turning certain but does not pull a near-uniform one toward "
-        "uniform (0 = the plain bonus on H)", ge=0.0, le=1.0)
+        0.9, "the bonus is on min(H, entropy_floor * ln A) per step (A actions; ln A is the uniform policy's "
+        "entropy): it keeps a policy from turning certain but does not pull a near-uniform one toward uniform, "
+        "where a memory's first weak signal forms (docs/results.md, 'An entropy floor'); 0 = the plain bonus on H",
+        ge=0.0, le=1.0)
     learning_rate: float = _f(6e-3, "initial learning rate (the paper: 6e-4 with RMSprop)", gt=0.0)
     lr_schedule: Literal["linear", "constant"] = _f("linear", "'linear' decays to 0 at total_steps")
     rmsprop_alpha: float = _f(0.99, "RMSprop smoothing constant", ge=0.0, lt=1.0)

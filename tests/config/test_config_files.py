@@ -31,8 +31,8 @@ def test_config_loads(path):
 def test_paper_configs_keep_the_papers_optimiser(path):
     """The schema's learner defaults are the small-CPU-run settings (Adam); the paper's configs state seed
     000's Table 4 optimiser (RMSprop, alpha 0.99, momentum 0; lr 6e-4 and entropy 0.01 unless a quick config
-    says otherwise) themselves."""
+    says otherwise, the plain bonus: no entropy floor) themselves."""
     L = load_config(path).learner
-    assert (L.optimizer, L.rmsprop_alpha, L.rmsprop_momentum) == ("rmsprop", 0.99, 0.0)
+    assert (L.optimizer, L.rmsprop_alpha, L.rmsprop_momentum, L.entropy_floor) == ("rmsprop", 0.99, 0.0, 0.0)
     if "quick" not in path and "long" not in path:
         assert (L.learning_rate, L.entropy_cost, L.rmsprop_eps) == (6e-4, 0.01, 0.01)
