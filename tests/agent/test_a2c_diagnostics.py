@@ -64,6 +64,28 @@ def test_on_policy_a2c_advantage_equals_vtrace_pg_advantage():
     assert math.isclose(si["pg_loss"], sa["pg_loss"] * M * 4, rel_tol=1e-9)
 
 
+def test_a2c_loss_entropy_floor():
+    """learner.entropy_floor reaches the A2C loss too: at 1 (the floor at ln A, above every entropy) it is the
+    plain bonus; at a floor below every step's entropy the bonus has no gradient, as with no bonus."""
+    net, trajs = _batch()
+    t = trajs[-1]
+
+    def grad(cost, floor):
+        with torch.no_grad():
+            o = net(_inputs(t), t["initial_state"], return_state=False)[0]
+        out = {"policy_logits": o["policy_logits"].requires_grad_(), "baseline": o["baseline"]}
+        loss, _ = a2c_loss(out, t, discount=0.9, baseline_cost=0.0, entropy_cost=cost, reward_clip=0.0,
+                           entropy_floor=floor)
+        loss.backward()
+        return out["policy_logits"].grad
+
+    g_plain = grad(1.0, 0.0)
+    g_none = grad(0.0, 0.0)
+    assert not torch.allclose(g_plain, g_none)
+    torch.testing.assert_close(grad(1.0, 1.0), g_plain)
+    torch.testing.assert_close(grad(1.0, 1e-3), g_none)  # an untrained policy: every H far above 1e-3 ln A
+
+
 def test_carry_recorder_splits_the_gradient_into_carry_and_segment():
     """float64: the recorded correction is exactly the RTRL gradient minus the truncated gradient of the same
     segment from the same state (sensitivities zeroed), and the diagnostics report its norm."""
