@@ -65,5 +65,5 @@ class A2CLearner(Learner):
 
     def loss(self, outputs, batch):
         return a2c_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
-                        entropy_cost=self.cfg.entropy_cost, reward_clip=self.cfg.reward_clip,
+                        entropy_cost=self.entropy_weight(), reward_clip=self.cfg.reward_clip,
                         normalize_advantages=self.cfg.normalize_advantages, entropy_floor=self.cfg.entropy_floor)

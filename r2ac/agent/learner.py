@@ -15,7 +15,7 @@ from typing import Dict, Optional
 
 import torch
 
-from r2ac.agent.losses import impala_loss
+from r2ac.agent.losses import impala_loss, max_abs_reward, reward_unit
 from r2ac.agent.nets import AgentNet
 from r2ac.agent.trajectory import observation_key, to_device
 from r2ac.cores.rtrl import CarryRecorder
@@ -77,6 +77,21 @@ class Learner:
         # learner.sensitivities=learner: the RTRL sensitivities at the end of each trained trajectory's M
         # steps, under the weights of that update (set by ``update``; None otherwise)
         self.end_sensitivities = None
+        # learner.entropy_cap: the largest |reward| (after reward_clip) of the trained batches so far
+        self.max_abs_reward = 0.0
+
+    def entropy_weight(self) -> float:
+        """The entropy bonus's weight in this update: ``entropy_cost``, capped at ``entropy_cap`` times the
+        task's reward unit (the largest |reward| trained on so far, ``reward_unit``); no cap at 0."""
+        if self.cfg.entropy_cap > 0:
+            return min(self.cfg.entropy_cost, self.cfg.entropy_cap * reward_unit(self.max_abs_reward))
+        return self.cfg.entropy_cost
+
+    def observe_rewards(self, rewards: torch.Tensor) -> None:
+        """Track the largest |reward| (after ``reward_clip``) of the trained steps (``rewards``: the batch's
+        rows 1..M, the steps this update trains on)."""
+        if rewards.numel():
+            self.max_abs_reward = max(self.max_abs_reward, max_abs_reward(rewards, self.cfg.reward_clip))
 
     def learning_rate(self) -> float:
         if self.cfg.lr_schedule == "constant":
@@ -86,7 +101,7 @@ class Learner:
     def loss(self, outputs: Dict, batch: Dict):
         """(loss, stats) of the learner's outputs on a batch: the IMPALA loss with V-trace targets."""
         return impala_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
-                           entropy_cost=self.cfg.entropy_cost, reward_clip=self.cfg.reward_clip,
+                           entropy_cost=self.entropy_weight(), reward_clip=self.cfg.reward_clip,
                            entropy_floor=self.cfg.entropy_floor, clip_rho_threshold=self.cfg.clip_rho_threshold or None,
                            clip_pg_rho_threshold=self.cfg.clip_pg_rho_threshold or None,
                            normalize_pg_advantages=self.cfg.normalize_advantages)
@@ -100,11 +115,13 @@ class Learner:
         self.net.train()
         self.end_sensitivities = None
         lr = self.learning_rate()
+        self.observe_rewards(batch["reward"][1:])
         self.optimizer.zero_grad(set_to_none=True)
         with CarryRecorder() as carried:  # the carried RTRL correction, for the diagnostics
             outputs, _ = self.net(inputs, batch["initial_state"], return_state=False)
             loss, stats = self.loss(outputs, batch)
             stats["lr"] = lr
+            stats["entropy_weight"] = self.entropy_weight()
             if not torch.isfinite(loss):
                 return self._skip(stats, "loss")
             loss.backward()
@@ -180,8 +197,10 @@ class Learner:
 
     def state_dict(self) -> Dict:
         return {"optimizer": self.optimizer.state_dict(), "steps": self.steps, "updates": self.updates,
-                "skipped": self.skipped}
+                "skipped": self.skipped, "max_abs_reward": self.max_abs_reward}
 
     def load_state_dict(self, d: Dict) -> None:
         self.optimizer.load_state_dict(d["optimizer"])
         self.steps, self.updates, self.skipped = int(d["steps"]), int(d["updates"]), int(d["skipped"])
+        # checkpoints written before learner.entropy_cap existed: the unit is measured again from here
+        self.max_abs_reward = float(d.get("max_abs_reward", 0.0))

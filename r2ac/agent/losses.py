@@ -101,6 +101,20 @@ def categorical_entropy_bonus(logits: Tensor, floor_fraction: float = 0.0) -> tu
     return h, entropy_bonus(h, floor_fraction * math.log(logits.shape[-1]))
 
 
+def max_abs_reward(rewards: Tensor, reward_clip: float = 0.0) -> float:
+    """The largest |reward| of a batch after clipping to [-reward_clip, reward_clip] (no clipping if
+    ``reward_clip`` <= 0), as the losses clip it."""
+    r = rewards.abs().max()
+    return float(r.clamp(max=reward_clip) if reward_clip > 0 else r)
+
+
+def reward_unit(largest_abs_reward: float) -> float:
+    """A task's reward unit for ``learner.entropy_cap``: the largest |reward| seen so far, 1 before any nonzero
+    reward. Capped in these units, an entropy bonus cannot outweigh a decision's stake whether a task pays 1
+    once (the delayed cue) or 1/51 at each of 51 steps (POPGym's RepeatFirstEasy)."""
+    return largest_abs_reward if largest_abs_reward > 0 else 1.0
+
+
 def impala_loss(
     learner_outputs: Mapping[str, Tensor],
     batch: Mapping[str, Tensor],

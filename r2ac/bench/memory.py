@@ -30,6 +30,13 @@ M = 10 by default ``--spans 100,300,1000``):
     watermaze            the built-in watermaze, episode length = span (return = goals found; no chance line)
     copy                 3 bits, span blank steps, then recall them (return = fraction right; chance 1/2)
 
+Held-out tasks, designed elsewhere and never used to choose a setting here: ``popgym:<Name>``, a POPGym task
+by class name (Morad et al. 2023; e.g. ``popgym:RepeatFirstEasy``, ``popgym:CountRecallMedium``). Their
+span is fixed by the task: the bench runs each once, whatever ``--spans`` says, and its span column is the
+task's episode length (``max_episode_length``, the longest distance from an observation to a reward that
+may need it). Success is POPGym's episode return, in [-1, 1] (RepeatFirst: the fraction of the episode's
+steps answered right, times 2, minus 1; chance -0.5 with 4 suits); pick ``--threshold`` for the task.
+
 Methods (``--methods``): ``rtrl`` (the config as is), ``tbptt`` (truncated at the same M), ``tbptt-full``
 (M = the episode length, full BPTT where memory allows), ``feedforward`` (``model.core=none``), ``a2c``
 (the synchronous reference learner with Adam, ``r2ac.agent.a2c``).
@@ -76,6 +83,39 @@ SUMMARY_COLUMNS = ["task", "span", "method", "seeds", "solved", "median_solved_m
                    "median_solved_Msteps", "median_best", "median_final", "min_held", "min_settled", "median_fresh"]
 
 
+POPGYM_PREFIX = "popgym:"
+
+
+def popgym_span(task: str) -> int:
+    """A POPGym task's span: its episode length (``max_episode_length``), fixed by the task."""
+    from r2ac.envs.continuous import popgym_class
+
+    cls = popgym_class(task[len(POPGYM_PREFIX):])  # raises for an unknown name, naming the known ones
+    length = getattr(cls(), "max_episode_length", None)
+    if not length:
+        raise ValueError(f"{task} has no fixed episode length (max_episode_length); the bench runs POPGym tasks "
+                         "that have one, e.g. popgym:RepeatFirstEasy, popgym:CountRecallEasy, popgym:AutoencodeEasy")
+    return int(length)
+
+
+def task_spec(task: str, span: int) -> tuple:
+    """(env id, env options, episode steps) of a bench task at a span: a built-in task of ``TASKS`` or a
+    held-out ``popgym:<Name>`` (its span is its episode length, whatever ``span`` says)."""
+    if task.startswith(POPGYM_PREFIX):
+        return task, {}, popgym_span(task)
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)} or popgym:<Name> "
+                         "(e.g. popgym:RepeatFirstEasy)")
+    env_id, options, episode_steps = TASKS[task]
+    return env_id, options(span), episode_steps(span)
+
+
+def task_order(task: str) -> tuple:
+    """Sort key: the built-in tasks in ``TASKS`` order, then the held-out ones by name."""
+    known = list(TASKS)
+    return (known.index(task) if task in known else len(known), task)
+
+
 def method_overrides(method: str, episode_steps: int, num_envs: int) -> List[str]:
     if method == "rtrl":
         return []
@@ -97,11 +137,9 @@ def run_config(base: str, task: str, span: int, method: str, seed: int, run_dir:
     learning rate)."""
     from r2ac.config import apply_overrides, load_config
 
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
-    env_id, options, episode_steps = TASKS[task]
+    env_id, options, episode_steps = task_spec(task, span)
     cfg = load_config(base)
-    opts = "{" + ", ".join(f"{k}: {v}" for k, v in options(span).items()) + "}"
+    opts = "{" + ", ".join(f"{k}: {v}" for k, v in options.items()) + "}"
     overrides = [f"env.id={env_id}", "env.options={}", f"env.options={opts}", f"seed={seed}", f"run_dir={run_dir}",
                  f"name={task}-{span}-{method}-s{seed}", "runtime.kind=local", "logger.progress_bar=false",
                  "logger.tensorboard=false", "logger.wandb=false", "eval.sets=0", "checkpoint.interval_s=.inf",
@@ -110,7 +148,7 @@ def run_config(base: str, task: str, span: int, method: str, seed: int, run_dir:
         overrides += ["total_steps=1000000000000", "learner.lr_schedule=constant"]
     elif steps is not None:
         overrides += [f"total_steps={int(steps)}"]
-    overrides += method_overrides(method, episode_steps(span), cfg.env.num_envs) + list(extra)
+    overrides += method_overrides(method, episode_steps, cfg.env.num_envs) + list(extra)
     if method == "feedforward":  # no core, so no core options (the settings' or an override's eLSTM ones)
         overrides.append("model.core_options={}")
     return apply_overrides(cfg, overrides)
@@ -318,9 +356,7 @@ def gather_cells(dirs: Sequence[str], option: str = "--matrix") -> Dict[tuple, t
 
 def _suite_order(key: tuple) -> tuple:
     task, span, method = key[:3]
-    known = list(TASKS)
-    return (known.index(task) if task in known else len(known), task, span,
-            METHODS.index(method) if method in METHODS else len(METHODS))
+    return (*task_order(task), span, METHODS.index(method) if method in METHODS else len(METHODS))
 
 
 def matrix(dirs: Sequence[str]) -> List[Dict]:
@@ -524,7 +560,7 @@ def plot(runs: List[Dict], curves: Dict[str, list], path: str, threshold: float,
     import matplotlib.pyplot as plt
     import numpy as np
 
-    panels = sorted({(r["task"], r["span"]) for r in runs}, key=lambda p: (list(TASKS).index(p[0]), p[1]))
+    panels = sorted({(r["task"], r["span"]) for r in runs}, key=lambda p: (*task_order(p[0]), p[1]))
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
@@ -547,7 +583,8 @@ def plot(runs: List[Dict], curves: Dict[str, list], path: str, threshold: float,
         ax.set_xlabel("wall time (minutes, one CPU core per run)")
         ax.set_ylabel("training success (return)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # no curve yet: a run shorter than one success window
+            ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.tight_layout()
@@ -571,7 +608,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="r2ac bench memory", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default="configs/quickstart.yaml", help="the settings under test (default: quickstart)")
-    p.add_argument("--tasks", default="cue-pixels", help=f"comma-separated, from: {', '.join(TASKS)}; or 'all'")
+    p.add_argument("--tasks", default="cue-pixels",
+                   help=f"comma-separated, from: {', '.join(TASKS)}; or 'all' (those); or held-out POPGym tasks "
+                        "popgym:<Name> (e.g. popgym:RepeatFirstEasy)")
     p.add_argument("--spans", default="100", help="comma-separated credit spans in steps (e.g. 100,300,1000)")
     p.add_argument("--methods", default="rtrl,tbptt", help=f"comma-separated, from: {', '.join(METHODS)}; or 'all'")
     p.add_argument("--seeds", default="0,1,2")
@@ -617,16 +656,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     tasks = list(TASKS) if args.tasks == "all" else [t.strip() for t in args.tasks.split(",") if t.strip()]
     methods = list(METHODS) if args.methods == "all" else [m.strip() for m in args.methods.split(",") if m.strip()]
-    bad = [t for t in tasks if t not in TASKS] + [m for m in methods if m not in METHODS]
+    bad = [t for t in tasks if t not in TASKS and not t.startswith(POPGYM_PREFIX)]
+    bad += [m for m in methods if m not in METHODS]
     if bad:
-        p.error(f"unknown task/method {bad}; tasks: {', '.join(TASKS)}; methods: {', '.join(METHODS)}")
+        p.error(f"unknown task/method {bad}; tasks: {', '.join(TASKS)}, popgym:<Name>; methods: {', '.join(METHODS)}")
     spans = [int(s) for s in args.spans.split(",")]
+    try:  # a held-out task runs at its own span, once
+        task_spans = {t: [popgym_span(t)] if t.startswith(POPGYM_PREFIX) else spans for t in tasks}
+    except ValueError as e:
+        p.error(str(e))
     seeds = [int(s) for s in args.seeds.split(",")]
     os.makedirs(args.out, exist_ok=True)
-    run_config(args.config, tasks[0], spans[0], methods[0], seeds[0], os.path.join(args.out, "check"),
+    run_config(args.config, tasks[0], task_spans[tasks[0]][0], methods[0], seeds[0], os.path.join(args.out, "check"),
                args.overrides, args.steps)  # a bad config or override fails here, before any run starts
-    jobs = [(args.config, t, s, m, seed, os.path.join(args.out, "runs", f"{t}-{s}-{m}-s{seed}"), args.minutes,
-             tuple(args.overrides), args.steps) for t in tasks for s in spans for m in methods for seed in seeds]
+    jobs = [(args.config, t, s, m, seed, os.path.join(args.out, "runs", f"{t.replace(':', '-')}-{s}-{m}-s{seed}"),
+             args.minutes, tuple(args.overrides), args.steps)
+            for t in tasks for s in task_spans[t] for m in methods for seed in seeds]
     if args.report:
         jobs = [j for j in jobs if os.path.exists(os.path.join(j[5], "summary.json"))]
         if not jobs:
@@ -653,7 +698,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             if os.path.exists(path) else []
         r.update(judge(curves[r.get("run_dir", "")], args.threshold, first=0 if args.window_episodes > 0 else 2))
         r["wall_s"] = curves[r.get("run_dir", "")][-1][0] if curves[r.get("run_dir", "")] else math.nan
-    runs.sort(key=lambda r: (list(TASKS).index(r["task"]), r["span"], METHODS.index(r["method"]), r["seed"]))
+    runs.sort(key=lambda r: (*task_order(r["task"]), r["span"], METHODS.index(r["method"]), r["seed"]))
     summary = summarize(runs, args.threshold)
     write_csv(os.path.join(args.out, "memory_runs.csv"), runs, RUN_COLUMNS)
     write_csv(os.path.join(args.out, "memory.csv"), summary, SUMMARY_COLUMNS)

@@ -131,6 +131,11 @@ class LearnerConfig:
         "entropy): it keeps a policy from turning certain but does not pull a near-uniform one toward uniform, "
         "where a memory's first weak signal forms (docs/results.md, 'An entropy floor'); 0 = the plain bonus on H",
         ge=0.0, le=1.0)
+    entropy_cap: float = _f(
+        0.25, "the bonus's weight is min(entropy_cost, entropy_cap * u), u the task's reward unit: the largest "
+        "|reward| (after reward_clip) trained on so far, 1 before any nonzero reward. Where an answer is worth u, a "
+        "step's bonus then never holds the policy below p(right)/p(wrong) = e^(1/entropy_cap) (e^4 = 55): a task "
+        "that pays 1/51 per step gets 0.25/51 (docs/results.md, 'Held-out tasks'); 0 = no cap", ge=0.0)
     learning_rate: float = _f(6e-3, "initial learning rate (the paper: 6e-4 with RMSprop)", gt=0.0)
     lr_schedule: Literal["linear", "constant"] = _f("linear", "'linear' decays to 0 at total_steps")
     rmsprop_alpha: float = _f(0.99, "RMSprop smoothing constant", ge=0.0, lt=1.0)

@@ -50,7 +50,7 @@ import numpy as np
 from r2ac.envs.gym_env import GymVecEnv, resolve_gym_factory
 
 __all__ = ["BoxGymVecEnv", "MujocoVecEnv", "MujocoPVecEnv", "MujocoVVecEnv", "PopGymVecEnv", "mujoco_layout",
-           "popgym_names"]
+           "popgym_names", "popgym_class"]
 
 # env class -> how many leading qpos entries the observation skips when exclude_current_positions is on
 _QPOS_SKIP = {"HalfCheetahEnv": 1, "HopperEnv": 1, "Walker2dEnv": 1, "AntEnv": 2, "SwimmerEnv": 2,
@@ -136,14 +136,19 @@ class PopGymVecEnv(BoxGymVecEnv):
     task's constructor."""
 
     def _factory(self, env_id: str) -> Callable[..., gymnasium.Env]:
-        try:
-            from popgym.envs import ALL
-        except ImportError as exc:  # pragma: no cover - popgym is installed here
-            raise ValueError(f"popgym:{env_id} needs the popgym package (pip install popgym): {exc}") from exc
-        by_name = {cls.__name__.lower(): cls for cls in ALL}
-        by_name.update({spec["id"].lower(): cls for cls, spec in ALL.items()})  # popgym-<Name>-v0 too
-        cls = by_name.get(env_id.lower())
-        if cls is None:
-            raise ValueError(f"unknown POPGym task {env_id!r}; available: {', '.join(popgym_names())}")
-        return cls
+        return popgym_class(env_id)
+
+
+def popgym_class(env_id: str) -> Callable[..., gymnasium.Env]:
+    """The POPGym task class of ``env_id``: a class name (case-insensitive) or a ``popgym-<Name>-v0`` id."""
+    try:
+        from popgym.envs import ALL
+    except ImportError as exc:  # pragma: no cover - popgym is installed here
+        raise ValueError(f"popgym:{env_id} needs the popgym package (pip install popgym): {exc}") from exc
+    by_name = {cls.__name__.lower(): cls for cls in ALL}
+    by_name.update({spec["id"].lower(): cls for cls, spec in ALL.items()})  # popgym-<Name>-v0 too
+    cls = by_name.get(env_id.lower())
+    if cls is None:
+        raise ValueError(f"unknown POPGym task {env_id!r}; available: {', '.join(popgym_names())}")
+    return cls
 

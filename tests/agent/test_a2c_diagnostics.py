@@ -11,7 +11,7 @@ import torch
 from r2ac.agent.a2c import A2CLearner, a2c_loss, nstep_returns
 from r2ac.agent.actor import Actor
 from r2ac.agent.learner import Learner, gradient_diagnostics
-from r2ac.agent.losses import impala_loss
+from r2ac.agent.losses import impala_loss, max_abs_reward, reward_unit
 from r2ac.agent.nets import AgentNet
 from r2ac.agent.trajectory import concat
 from r2ac.config import ConfigError, load_config
@@ -84,6 +84,59 @@ def test_a2c_loss_entropy_floor():
     assert not torch.allclose(g_plain, g_none)
     torch.testing.assert_close(grad(1.0, 1.0), g_plain)
     torch.testing.assert_close(grad(1.0, 1e-3), g_none)  # an untrained policy: every H far above 1e-3 ln A
+
+
+def test_reward_unit_is_the_largest_clipped_reward():
+    r = torch.tensor([[0.0, -0.02], [0.01, 0.0]], dtype=torch.float64)
+    assert max_abs_reward(r) == 0.02 and max_abs_reward(r, reward_clip=1.0) == 0.02
+    assert max_abs_reward(torch.tensor([3.0, -5.0])) == 5.0 and max_abs_reward(torch.tensor([3.0, -5.0]), 1.0) == 1.0
+    assert reward_unit(0.0) == 1.0 and reward_unit(0.02) == 0.02
+
+
+@pytest.mark.parametrize("cls", [Learner, A2CLearner])
+def test_entropy_cap_bounds_the_bonus_by_the_tasks_reward_unit(cls):
+    """float64: with learner.entropy_cap an update is the uncapped update with entropy_cost replaced by
+    min(entropy_cost, entropy_cap * u), u the largest |reward| trained on so far (row 0 of a trajectory, the
+    previous one's last step, is not trained on; rewards count after reward_clip), 1 before any nonzero
+    reward; u is kept across updates and in the learner's state."""
+    net, trajs = _batch()
+    batch = concat(trajs)
+    batch["reward"] = torch.zeros_like(batch["reward"])
+    batch["reward"][0, 2] = 5.0                     # row 0: not trained on
+    batch["reward"][3, 1], batch["reward"][5, 0] = -1 / 32, 1 / 64  # exact in float32
+
+    def learner(*overrides):
+        cfg = load_config(None, ["learner.lr_schedule=constant", "learner.entropy_cost=0.5",
+                                 "learner.entropy_floor=0", *overrides]).learner  # no floor: a gradient at any H
+        return cls(copy.deepcopy(net), cfg, 10**6)
+
+    capped = learner("learner.entropy_cap=2")
+    assert capped.entropy_weight() == 0.5           # no reward seen: u = 1, min(0.5, 2)
+    stats = capped.update(batch)
+    assert capped.max_abs_reward == 1 / 32 and stats["entropy_weight"] == 2 / 32
+    plain = learner("learner.entropy_cap=0", f"learner.entropy_cost={2 / 32}")
+    assert plain.update(batch)["entropy_weight"] == 2 / 32
+    grads = [[p.grad for p in x.net.trainable_parameters() if p.grad is not None] for x in (capped, plain)]
+    assert len(grads[0]) == len(grads[1]) > 0
+    for a, b in zip(*grads):  # the update's gradient (Adam's first step hides a gradient's scale)
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+    uncapped = learner("learner.entropy_cap=0")
+    assert uncapped.update(batch)["entropy_weight"] == 0.5
+    assert any(not torch.allclose(a.grad, b.grad) for a, b in zip(capped.net.trainable_parameters(),
+                                                                   uncapped.net.trainable_parameters())
+               if a.grad is not None)
+    assert learner("learner.entropy_cap=64").update(batch)["entropy_weight"] == 0.5  # the cap above the cost
+
+    quiet = dict(batch, reward=batch["reward"] * 0.1)  # a later batch of smaller rewards keeps the unit
+    assert capped.update(quiet)["entropy_weight"] == 2 / 32
+    loud = dict(batch, reward=batch["reward"] * 1000)  # 31.25 and 15.6, clipped to reward_clip = 1
+    assert capped.update(loud)["entropy_weight"] == 0.5
+    resumed = learner("learner.entropy_cap=2")
+    resumed.load_state_dict(capped.state_dict())
+    assert resumed.max_abs_reward == 1.0 and resumed.updates == 3
+    old = {k: v for k, v in capped.state_dict().items() if k != "max_abs_reward"}  # a checkpoint from before
+    resumed.load_state_dict(old)
+    assert resumed.max_abs_reward == 0.0 and resumed.entropy_weight() == 0.5
 
 
 def test_carry_recorder_splits_the_gradient_into_carry_and_segment():
@@ -173,6 +226,28 @@ def test_bench_memory_runs_and_writes_tables(tmp_path, capsys):
         main(["--tasks", "copy", "--spans", "3", "--report", "--out", str(out)])  # nothing finished there
     with pytest.raises(SystemExit):
         main(["--tasks", "nope", "--out", str(out)])
+
+
+def test_bench_memory_runs_held_out_popgym_tasks_at_their_own_span(tmp_path, capsys):
+    """popgym:<Name> runs once, at its episode length whatever --spans says (RepeatFirstEasy: 51 steps),
+    with full BPTT over that length for tbptt-full; a name POPGym lacks, or a task without a fixed episode
+    length, is refused before any run starts."""
+    from r2ac.bench.memory import main, run_config
+
+    out = tmp_path / "bm"
+    assert main(["--tasks", "popgym:RepeatFirstEasy", "--spans", "3,7", "--methods", "rtrl", "--seeds", "0",
+                 "--minutes", "0.05", "--jobs", "1", "--out", str(out), "env.num_envs=4", "learner.batch_size=4",
+                 "model.hidden_size=8", "logger.log_interval_s=0.5"]) == 0
+    rows = list(csv.DictReader(open(out / "memory_runs.csv")))
+    assert [(r["task"], r["span"], r["method"]) for r in rows] == [("popgym:RepeatFirstEasy", "51", "rtrl")]
+    assert float(rows[0]["steps"]) > 0 and -1.0 <= float(rows[0]["fresh"]) <= 1.0
+    assert (out / "runs" / "popgym-RepeatFirstEasy-51-rtrl-s0" / "metrics.csv").exists()
+    cfg = run_config("configs/quickstart.yaml", "popgym:RepeatFirstEasy", 3, "tbptt-full", 0, str(tmp_path / "c"))
+    assert (cfg.env.id, cfg.learner.unroll_length, cfg.model.learning) == ("popgym:RepeatFirstEasy", 51, "tbptt")
+    for bad in ("popgym:Nope", "popgym:HigherLowerEasy"):
+        with pytest.raises(SystemExit):
+            main(["--tasks", bad, "--out", str(out)])
+    assert "has no fixed episode length" in capsys.readouterr().err
 
 
 def test_all_finite_fast_path_is_exact():
