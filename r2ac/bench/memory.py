@@ -290,9 +290,7 @@ def markdown_table(runs: List[Dict]) -> str:
     def fmt(v, scale=1.0):
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v / scale:.2f}"
 
-    def low(v):  # a lowest success, held against the threshold: 3 decimals, rounded down (0.8996 is not 0.900)
-        return "-" if math.isnan(v) else f"{math.floor(v * 1000 + 1e-9) / 1000:.3f}"
-
+    low = _lowest
     head = ("| task | span | method | seeds solved | minutes to 0.9, per seed | M steps to 0.9, per seed | "
             "final success, per seed | fresh envs, per seed | lowest after solving | lowest after 0.95 | steps/s |")
     lines = [head, "| " + " | ".join(["---"] * 11) + " |"]
@@ -414,13 +412,15 @@ def compare(settings: Dict[str, List[str]]) -> List[Dict]:
             srcs, rs = cells[key]
             solved = [r["solved_steps"] / 1e6 for r in rs if not math.isnan(r["solved_steps"])]
             held = [r["held"] for r in rs if not math.isnan(r["solved_steps"]) and not math.isnan(r["held"])]
+            settled = [r["settled"] for r in rs if not math.isnan(r.get("settled", math.nan))]
             finals = [r["final"] for r in rs if not math.isnan(r["final"])]
             fresh = [r["fresh"] for r in rs if not math.isnan(r.get("fresh", math.nan))]
             per_seed = ["-" if math.isnan(r["solved_steps"]) else f"{r['solved_steps'] / 1e6:.2f}" for r in rs]
             out.append({"task": key[0], "span": key[1], "method": key[2], "setting": label, "seeds": len(rs),
                         "solved": len(solved), "solved_Msteps": " ".join(per_seed),
                         "median_solved_Msteps": statistics.median(solved) if solved else math.nan,
-                        "min_held": min(held, default=math.nan), "final_min": min(finals, default=math.nan),
+                        "min_held": min(held, default=math.nan), "min_settled": min(settled, default=math.nan),
+                        "final_min": min(finals, default=math.nan),
                         "final_max": max(finals, default=math.nan), "fresh_min": min(fresh, default=math.nan),
                         "fresh_max": max(fresh, default=math.nan),
                         "run_Msteps": max((r["steps"] / 1e6 for r in rs), default=math.nan),
@@ -428,10 +428,16 @@ def compare(settings: Dict[str, List[str]]) -> List[Dict]:
     return out
 
 
+def _lowest(v: float) -> str:
+    """A lowest success, held against the threshold: 3 decimals, rounded down (0.8996 is not 0.900)."""
+    return "-" if math.isnan(v) else f"{math.floor(v * 1000 + 1e-9) / 1000:.3f}"
+
+
 def compare_markdown(rows: List[Dict]) -> str:
     """Settings side by side: a row per cell and setting, M steps to solve per seed ("-": not solved)."""
     lines = ["| task | span | method | setting | seeds solved | M steps to solve, per seed | median | lowest "
-             "after solving | final | fresh envs | run (M steps) |", "| " + " | ".join(["---"] * 11) + " |"]
+             "after solving | lowest after 0.95 | final | fresh envs | run (M steps) |",
+             "| " + " | ".join(["---"] * 12) + " |"]
 
     def num(v, fmt="{:.2f}"):
         return "-" if math.isnan(v) else fmt.format(v)
@@ -439,16 +445,17 @@ def compare_markdown(rows: List[Dict]) -> str:
     def span(lo, hi):
         return num(lo) if num(lo) == num(hi) else f"{num(lo)}-{num(hi)}"
 
+    low = _lowest
     for r in rows:
         final, fresh = span(r["final_min"], r["final_max"]), span(r["fresh_min"], r["fresh_max"])
         if r["task"] in NO_THRESHOLD:
-            solved, steps, median, held = "-", "-", "-", "-"
+            solved, steps, median, held, settled = "-", "-", "-", "-", "-"
         else:
             solved, steps = f"{r['solved']}/{r['seeds']}", r["solved_Msteps"].replace(" ", ", ")
             median = num(r["median_solved_Msteps"])
-            held = "-" if math.isnan(r["min_held"]) else f"{math.floor(r['min_held'] * 1000 + 1e-9) / 1000:.3f}"
+            held, settled = low(r["min_held"]), low(r.get("min_settled", math.nan))
         lines.append(f"| {r['task']} | {r['span']} | {r['method']} | {r['setting']} | {solved} | {steps} | {median} "
-                     f"| {held} | {final} | {fresh} | {num(r['run_Msteps'], '{:.1f}')} |")
+                     f"| {held} | {settled} | {final} | {fresh} | {num(r['run_Msteps'], '{:.1f}')} |")
     return "\n".join(lines) + "\n"
 
 

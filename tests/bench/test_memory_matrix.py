@@ -59,14 +59,14 @@ def test_matrix_names_a_directory_that_is_not_a_bench(tmp_path, capsys):
 def test_compare_sets_settings_side_by_side_in_steps(tmp_path, capsys):
     from r2ac.bench.memory import compare, compare_markdown, parse_settings
 
-    def solved(task, span, seed, steps, held=0.95):
+    def solved(task, span, seed, steps, held=0.95, settled=0.96):
         r = _run(task, span, "rtrl", seed, solved_s=60.0, final=1.0, held=held)
-        r["solved_steps"] = steps
+        r["solved_steps"], r["settled"] = steps, settled
         return r
 
     default = _bench(tmp_path / "d", [solved("cue-pixels", 100, 0, 1.2e6), _run("cue-pixels", 100, "rtrl", 1),
                                       solved("tmaze", 40, 0, 1e5), _run("watermaze", 300, "rtrl", 0, final=7.4)])
-    rerun = _bench(tmp_path / "d2", [solved("cue-pixels", 100, 1, 3.0e6, held=0.897)])
+    rerun = _bench(tmp_path / "d2", [solved("cue-pixels", 100, 1, 3.0e6, held=0.897, settled=0.9319)])
     chained, fine = solved("cue-pixels", 100, 0, 0.9e6), solved("cue-pixels", 100, 1, 1.1e6)
     chained["fresh"], fine["fresh"] = 0.36, 0.97  # a bench with the fresh-env column
     other = _bench(tmp_path / "c", [chained, fine,
@@ -79,10 +79,11 @@ def test_compare_sets_settings_side_by_side_in_steps(tmp_path, capsys):
     assert rows[0]["solved_Msteps"] == "1.20 3.00" and rows[0]["solved"] == 2  # seed 1 from the rerun
     assert rows[0]["median_solved_Msteps"] == pytest.approx(2.1) and rows[0]["min_held"] == 0.897
     table = compare_markdown(rows).splitlines()
-    assert table[2] == "| cue-pixels | 100 | rtrl | default | 2/2 | 1.20, 3.00 | 2.10 | 0.897 | 1.00 | - | 1.0 |"
-    assert table[3] == ("| cue-pixels | 100 | rtrl | contractive | 2/2 | 0.90, 1.10 | 1.00 | 0.950 | 1.00 | 0.36-0.97 "
+    assert table[2] == ("| cue-pixels | 100 | rtrl | default | 2/2 | 1.20, 3.00 | 2.10 | 0.897 | 0.931 | 1.00 | - "
                         "| 1.0 |")
-    assert table[5] == "| watermaze | 300 | rtrl | contractive | - | - | - | - | 30.60 | - | 1.0 |"
+    assert table[3] == ("| cue-pixels | 100 | rtrl | contractive | 2/2 | 0.90, 1.10 | 1.00 | 0.950 | 0.960 | 1.00 "
+                        "| 0.36-0.97 | 1.0 |")
+    assert table[5] == "| watermaze | 300 | rtrl | contractive | - | - | - | - | - | 30.60 | - | 1.0 |"
 
     out = tmp_path / "out"
     assert main(["--compare", f"default={default},{rerun}", f"contractive={other}", "--out", str(out)]) == 0
