@@ -290,7 +290,6 @@ def markdown_table(runs: List[Dict]) -> str:
     def fmt(v, scale=1.0):
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v / scale:.2f}"
 
-    low = _lowest
     head = ("| task | span | method | seeds solved | minutes to 0.9, per seed | M steps to 0.9, per seed | "
             "final success, per seed | fresh envs, per seed | lowest after solving | lowest after 0.95 | steps/s |")
     lines = [head, "| " + " | ".join(["---"] * 11) + " |"]
@@ -307,7 +306,7 @@ def markdown_table(runs: List[Dict]) -> str:
                      f"{', '.join(fmt(r.get('solved_s', math.nan), 60) for r in rs)} | "
                      f"{', '.join(fmt(r.get('solved_steps', math.nan), 1e6) for r in rs)} | "
                      f"{', '.join(fmt(r.get('final', math.nan)) for r in rs)} | "
-                     f"{', '.join(fmt(r.get('fresh', math.nan)) for r in rs)} | {low(held)} | {low(settled)} | "
+                     f"{', '.join(fmt(r.get('fresh', math.nan)) for r in rs)} | {_lowest(held)} | {_lowest(settled)} | "
                      + (f"{min(rates) / 1e3:.1f}-{max(rates) / 1e3:.1f} k |" if rates else "- |"))
     return "\n".join(lines) + "\n"
 
@@ -377,8 +376,8 @@ def matrix(dirs: Sequence[str]) -> List[Dict]:
 
 
 COMPARE_COLUMNS = ["task", "span", "method", "setting", "seeds", "solved", "solved_Msteps",
-                   "median_solved_Msteps", "min_held", "final_min", "final_max", "fresh_min", "fresh_max", "run_Msteps",
-                   "source"]
+                   "median_solved_Msteps", "min_held", "min_settled", "final_min", "final_max", "fresh_min",
+                   "fresh_max", "run_Msteps", "source"]
 
 
 def parse_settings(specs: Sequence[str]) -> Dict[str, List[str]]:
@@ -445,7 +444,6 @@ def compare_markdown(rows: List[Dict]) -> str:
     def span(lo, hi):
         return num(lo) if num(lo) == num(hi) else f"{num(lo)}-{num(hi)}"
 
-    low = _lowest
     for r in rows:
         final, fresh = span(r["final_min"], r["final_max"]), span(r["fresh_min"], r["fresh_max"])
         if r["task"] in NO_THRESHOLD:
@@ -453,7 +451,7 @@ def compare_markdown(rows: List[Dict]) -> str:
         else:
             solved, steps = f"{r['solved']}/{r['seeds']}", r["solved_Msteps"].replace(" ", ", ")
             median = num(r["median_solved_Msteps"])
-            held, settled = low(r["min_held"]), low(r.get("min_settled", math.nan))
+            held, settled = _lowest(r["min_held"]), _lowest(r.get("min_settled", math.nan))
         lines.append(f"| {r['task']} | {r['span']} | {r['method']} | {r['setting']} | {solved} | {steps} | {median} "
                      f"| {held} | {settled} | {final} | {fresh} | {num(r['run_Msteps'], '{:.1f}')} |")
     return "\n".join(lines) + "\n"

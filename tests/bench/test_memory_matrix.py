@@ -88,7 +88,8 @@ def test_compare_sets_settings_side_by_side_in_steps(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["--compare", f"default={default},{rerun}", f"contractive={other}", "--out", str(out)]) == 0
     assert "2 cells" in capsys.readouterr().out and (out / "compare.png").stat().st_size > 1000
-    assert len(list(csv.DictReader(open(out / "compare.csv")))) == 4
+    written = list(csv.DictReader(open(out / "compare.csv")))
+    assert len(written) == 4 and float(written[0]["min_settled"]) == pytest.approx(0.9319)
     for bad, says in ((["nolabel"], "LABEL=DIR"), ([f"a={default}"], "two settings or more"),
                       ([f"a={default}", f"a={other}"], "given twice"),
                       ([f"a={default}", f"b={tmp_path}"], "memory_runs.csv does not exist"),
