@@ -20,7 +20,8 @@ from r2ac.agent.nets import AgentNet
 
 
 class Actor:
-    def __init__(self, net: AgentNet, venv, unroll_length: int, seed: int = 0, ship_features: bool = False):
+    def __init__(self, net: AgentNet, venv, unroll_length: int, seed: int = 0, ship_features: bool = False,
+                 desync: bool = False):
         self.net = net.eval()
         self.venv = venv
         self.M = int(unroll_length)
@@ -33,9 +34,20 @@ class Actor:
         # trajectory numbers: a random start per actor, so numbers of different actor processes (a restarted
         # one included) never continue each other
         self.segment = int.from_bytes(os.urandom(5), "little") << 20
+        self.desync = bool(desync)
+        self._env_rng = np.random.default_rng(seed)
         self.state = net.initial_state(self.B, device="cpu")
-        self._last = self._first_frame(venv.reset())
+        self._last = self._first_frame(self._reset_envs())
         self.dropped = 0  # partial trajectories dropped after env failures
+
+    def _reset_envs(self) -> np.ndarray:
+        """New episodes everywhere; with ``desync`` each env's first one starts at a random step (envs that
+        cannot keep their reset)."""
+        obs = self.venv.reset()
+        if self.desync:
+            moved = self.venv.desync(self._env_rng)
+            obs = obs if moved is None else moved
+        return obs
 
     def _first_frame(self, obs) -> Dict[str, torch.Tensor]:
         B, A = self.B, self.net.num_actions
@@ -54,7 +66,7 @@ class Actor:
     def restart(self) -> None:
         """Start over after an env failure: new episodes everywhere, fresh core state."""
         self.state = self.net.initial_state(self.B, device="cpu")
-        self._last = self._first_frame(self.venv.reset())
+        self._last = self._first_frame(self._reset_envs())
 
     def set_weights(self, state_dict: Dict[str, torch.Tensor], version: int) -> None:
         self.net.load_state_dict(state_dict)

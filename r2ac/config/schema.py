@@ -75,6 +75,10 @@ class EnvConfig:
     id: str = _f("tmaze", "environment id (see r2ac.envs)", nonempty=True)
     num_envs: int = _f(16, "environments stepped in a batch by each actor", gt=0)
     options: dict = _f({}, "free-form keyword arguments for the environment constructor")
+    desync: bool = _f(
+        False, "training actors start each env's first episode at a random step of its course (env kinds "
+        "whose episodes all last the same number of steps: cue, copy), so the envs of a batch do not all "
+        "reach the rewarded step in the same update")
 
 
 @dataclass

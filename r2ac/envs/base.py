@@ -40,6 +40,13 @@ class VecEnv(abc.ABC):
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """Advance every env by one agent step; returns ``(obs, reward float32, done bool, info)``."""
 
+    def desync(self, rng: np.random.Generator) -> np.ndarray | None:
+        """Right after ``reset()``: move each env's first episode to a random step of its course, so that
+        envs whose episodes all last the same number of steps stop ending in the same step; returns the
+        new observations. The first episode of each env is cut short (what it showed before that step
+        was never seen; it ends and scores as usual). ``None``: this env kind cannot (the default)."""
+        return None
+
     def close(self) -> None:
         """Release the environments (idempotent)."""
 

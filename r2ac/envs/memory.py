@@ -129,6 +129,10 @@ class TMazeCore:
         self.pos[idx] = 0
         self.t[idx] = 0
 
+    def desync(self, rng: np.random.Generator) -> None:
+        """Each env at a random cell of its corridor, as if it had walked there (``VecEnv.desync``)."""
+        self.pos[:] = self.t[:] = rng.integers(0, self.corridor_length + 1, size=self.num_envs)
+
     def observe(self) -> np.ndarray:
         shown = np.where(self.t == 0, self.cue + 1, 0)
         return self.frames[shown, self.pos]
@@ -211,6 +215,10 @@ class WatermazeCore:
         self.first_find[idx] = np.nan
         self.later_sum[idx] = 0
 
+    def desync(self, rng: np.random.Generator) -> None:
+        """Each env at a random step of its episode (``VecEnv.desync``)."""
+        self.t[:] = rng.integers(0, self.episode_length, size=self.num_envs)
+
     def observe(self) -> np.ndarray:
         S, n = self.size, self.num_envs
         obs = np.empty((n, *self.observation_shape), dtype=np.uint8)
@@ -277,6 +285,12 @@ class _MemoryVecEnv(VecEnv):
         self.core.reset_envs(None, self.rng)
         self.tracker.reset()
         self._needs_reset = False
+        return self.core.observe()
+
+    def desync(self, rng: np.random.Generator) -> np.ndarray:
+        if self._needs_reset:
+            raise RuntimeError("call reset() before desync()")
+        self.core.desync(rng)
         return self.core.observe()
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:

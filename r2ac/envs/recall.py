@@ -60,6 +60,16 @@ class _RecallVecEnv(VecEnv):
         self._needs_reset = False
         return self._observe()
 
+    def episode_steps(self) -> int:
+        """Steps every episode lasts."""
+        raise NotImplementedError
+
+    def desync(self, rng: np.random.Generator) -> np.ndarray:
+        if self._needs_reset:
+            raise RuntimeError("call reset() before desync()")
+        self.t[:] = rng.integers(0, self.episode_steps(), size=self.num_envs)
+        return self._observe()
+
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         if self._needs_reset:
             raise RuntimeError("call reset() before step()")
@@ -99,6 +109,9 @@ class CueVecEnv(_RecallVecEnv):
             self.observation_shape = (self.cues + 1,)
             self.observation_dtype = np.float32
         self.cue = np.zeros(self.num_envs, dtype=np.int64)
+
+    def episode_steps(self) -> int:
+        return self.span + 2
 
     def _new_episodes(self, mask: np.ndarray) -> None:
         self.cue[mask] = self.rng.integers(0, self.cues, size=int(mask.sum()))
@@ -141,6 +154,9 @@ class CopyVecEnv(_RecallVecEnv):
         self.symbols = _check_int("symbols", symbols, 1)
         self.bits = np.zeros((self.num_envs, self.symbols), dtype=np.int64)
         self.right = np.zeros(self.num_envs, dtype=np.int64)
+
+    def episode_steps(self) -> int:
+        return self.span + 2 * self.symbols
 
     def _new_episodes(self, mask: np.ndarray) -> None:
         self.bits[mask] = self.rng.integers(0, 2, size=(int(mask.sum()), self.symbols))

@@ -29,7 +29,8 @@ def train(cfg: Config, resume: bool = False, time_limit_s: Optional[float] = Non
                               time_limit_s=time_limit_s)
     M, updates = session.M, session.learner.updates
     actors += [Actor(copy.deepcopy(session.net).cpu(), v, M, seed=actor_seed(cfg, i, updates),
-                     ship_features=session.net.stem_frozen)  # a frozen stem runs on the actors
+                     ship_features=session.net.stem_frozen,  # a frozen stem runs on the actors
+                     desync=cfg.env.desync)
                for i, v in enumerate(venvs)]
     publish(updates)
 

@@ -110,7 +110,8 @@ class RolloutWorker:
         venv = make_env(cfg, index + 100_000 * offset)
         net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
         self.actor = Actor(net, venv, cfg.learner.unroll_length, seed=seed + 7_000_003 * offset,
-                           ship_features=net.stem_frozen)  # a frozen stem runs here: ship features
+                           ship_features=net.stem_frozen,  # a frozen stem runs here: ship features
+                           desync=cfg.env.desync)
         self.actor.version = -1  # load the learner's weights before the first trajectory
         self.weight_loads = 0
         self.node = node_info()

@@ -67,6 +67,19 @@ def test_actor_carries_state_and_sensitivities_across_trajectories():
     assert all((v == 0).all() for v in first.values())  # a fresh episode starts from zeros
 
 
+@pytest.mark.parametrize("desync", [False, True])
+def test_actor_desync_starts_the_envs_at_random_steps(desync):
+    venv = make_vec_env("cue", 16, 0, span=8, obs="vector")
+    net = AgentNet(venv.observation_shape, venv.num_actions, core="elstm", hidden_size=4, stem="none")
+    actor = Actor(net, venv, M, seed=1, desync=desync)
+    assert actor._last["done"].all()  # a fresh episode for the core in every env either way
+    ends = torch.cat([t["done"][1:].nonzero()[:, 0] + M * i for i, t in enumerate(actor.rollout() for _ in range(2))])
+    # without desync every env's first episode ends at step 10 (span + 2); with it they end all over
+    assert (len(set(ends.tolist())) > 4) == desync
+    actor.restart()  # a restart (after an env failure) desyncs again
+    assert (len(set(venv.t.tolist())) > 1) == desync
+
+
 def test_actor_resets_state_at_episode_start():
     net, venv = _net()
     actor = Actor(net, venv, M, seed=2)

@@ -84,6 +84,42 @@ def test_copy_rewards_each_bit():
     assert d.all() and np.allclose(total, [1.0, 2 / 3]) and np.array_equal(info["success"], [1.0, 0.0])
 
 
+@pytest.mark.parametrize("kind,options,length", [
+    ("cue", {"span": 7}, 9), ("copy", {"span": 4, "symbols": 2}, 8), ("tmaze", {"corridor_length": 6}, 7),
+    ("watermaze", {"size": 3, "episode_length": 9}, 9)])
+def test_desync_spreads_the_episode_ends_then_episodes_run_whole(kind, options, length):
+    venv = make_vec_env(kind, 64, 0, **options)
+    with pytest.raises(RuntimeError, match="reset"):
+        venv.desync(np.random.default_rng(0))
+    venv.reset()
+    venv.desync(np.random.default_rng(1))
+    first_end = np.full(64, -1)
+    lengths = []
+    for step in range(3 * length):  # at the T-maze's junction, turn left (action 1)
+        _, _, done, info = venv.step(np.full(64, int(kind == "tmaze"), dtype=np.int64))
+        first_end[done & (first_end < 0)] = step
+        lengths += list(info["episode_length"][done])
+    # every phase of the episode is taken by some env, so the first episodes end in every step of one course
+    assert sorted(set(first_end)) == list(range(length))
+    # the first episode is cut short; every later one lasts the whole course
+    assert max(lengths) == length and lengths.count(length) >= 64
+    assert np.isin(lengths, np.arange(1, length + 1)).all()
+
+def test_desync_is_none_where_an_env_kind_cannot():
+    from r2ac.envs.base import VecEnv
+
+    class Plain(VecEnv):
+        num_envs, observation_shape, observation_dtype, num_actions = 1, (1,), np.float32, 2
+
+        def reset(self):
+            return np.zeros((1, 1), np.float32)
+
+        def step(self, actions):
+            raise NotImplementedError
+
+    assert Plain().desync(np.random.default_rng(0)) is None
+
+
 @pytest.mark.parametrize("kind,options,needle", [
     ("cue", {"obs": "rgb"}, "'obs'"), ("cue", {"cues": 1}, "'cues'"), ("cue", {"distractors": 2.0}, "'distractors'"),
     ("cue", {"span": -1}, "'span'"), ("copy", {"symbols": 0}, "'symbols'"), ("copy", {"spam": 1}, "spam")])
