@@ -71,6 +71,10 @@ def _observation_converter(space: gymnasium.Space) -> tuple[tuple[int, ...], typ
     return (int(dim),), np.float32, lambda o: gymnasium.spaces.flatten(space, o)
 
 
+#: ``GymVecEnv.desync`` measures an episode's course on at most this many random steps
+DESYNC_PROBE_STEPS = 10_000
+
+
 class GymVecEnv(VecEnv):
     """``gym:<id>``: a list of gymnasium envs stepped in order, with same-step autoreset."""
 
@@ -178,6 +182,36 @@ class GymVecEnv(VecEnv):
         self._seeded = True
         self.tracker.reset()
         self._needs_reset = False
+        return obs
+
+    def _random_action(self, rng: np.random.Generator, b: int) -> Any:
+        return self._env_action(rng.integers(0, self.num_actions, size=self.num_envs), b)
+
+    def desync(self, rng: np.random.Generator) -> np.ndarray | None:
+        """The course of an episode is the length of one episode of env 0 under random actions (at most
+        ``DESYNC_PROBE_STEPS``); each env then starts a new episode and takes a uniform number of random
+        actions below that length (starting over where its episode ends). Discrete actions only (the
+        actor's); ``None`` for continuous ones."""
+        if self._needs_reset:
+            raise RuntimeError("call reset() before desync()")
+        if self.action_kind == "continuous":
+            return None
+        course = 0
+        self.envs[0].reset()
+        while course < DESYNC_PROBE_STEPS:
+            course += 1
+            _, _, term, trunc, _ = self.envs[0].step(self._random_action(rng, 0))
+            if term or trunc:
+                break
+        obs = self._obs_buffer()
+        for b, env in enumerate(self.envs):
+            o, _ = env.reset()
+            for _ in range(int(rng.integers(0, course))):
+                o, _, term, trunc, _ = env.step(self._random_action(rng, b))
+                if term or trunc:
+                    o, _ = env.reset()
+            obs[b] = self._convert(o)
+        self.tracker.reset()
         return obs
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:

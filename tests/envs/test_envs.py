@@ -467,6 +467,23 @@ def test_gym_image_env_layout_and_autoreset():
     np.testing.assert_array_equal(info["episode_length"], [3, 3])
 
 
+def test_gym_desync_spreads_the_first_episode_ends():
+    venv = make_vec_env(f"gym:{__name__}:TinyImageEnv", 32, 0, episode_steps=7)
+    with pytest.raises(RuntimeError, match="reset"):
+        venv.desync(np.random.default_rng(0))
+    venv.reset()
+    obs = venv.desync(np.random.default_rng(1))
+    assert sorted(set(obs[:, 0, 0, 0])) == list(range(7))  # every step of the 7-step course is taken
+    ends = []
+    for step in range(14):
+        _, _, done, info = venv.step(np.zeros(32, dtype=np.int64))
+        ends += [step] * int(done[info["episode_length"] < 7].sum())  # cut-short first episodes
+    assert len(set(ends)) == 6 and (info["episode_length"][done] == 7).all()
+    box = make_vec_env(f"gymc:{__name__}:TinyBoxActionEnv", 2, 0)
+    box.reset()
+    assert box.desync(np.random.default_rng(0)) is None  # continuous actions (PPO): left in step
+
+
 def test_gym_module_id_form_and_truncation():
     venv = make_vec_env("gymnasium.envs.classic_control:CartPole-v1", 2, 0, max_episode_steps=5)
     venv.reset()
