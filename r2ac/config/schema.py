@@ -76,9 +76,9 @@ class EnvConfig:
     num_envs: int = _f(16, "environments stepped in a batch by each actor", gt=0)
     options: dict = _f({}, "free-form keyword arguments for the environment constructor")
     desync: bool = _f(
-        False, "training actors start each env's first episode at a random step of its course (env kinds "
-        "whose episodes all last the same number of steps: cue, copy), so the envs of a batch do not all "
-        "reach the rewarded step in the same update")
+        True, "training actors start each env's first episode at a random step of its course (VecEnv.desync: "
+        "the built-in tasks and gym: envs; other kinds keep their reset), so the envs of a batch do not all "
+        "reach the rewarded step in the same update (docs/results.md, 'Envs out of step')")
 
 
 @dataclass

@@ -552,6 +552,9 @@ def test_centre_frames_feeds_centred_scaled_pixels_then_the_means():
     old = config_to_dict(load_config("configs/quickstart.yaml"))
     del old["model"]["frame_centre"]  # saved with centred frames before the key: they were centred on the mean
     assert config_from_dict(upgrade_resolved(old)).model.frame_centre == "mean"
+    assert load_config("configs/quickstart.yaml").env.desync is True
+    del old["env"]["desync"]  # saved before the key: the envs started in step
+    assert config_from_dict(upgrade_resolved(old)).env.desync is False
 
 
 @pytest.mark.parametrize("stem, shape, expected", [("none", (3, 8, 8), RAW_PIXEL_INPUT_SCALE), ("none", (5,), 1.0),

@@ -45,3 +45,10 @@ def test_memory_configs_keep_their_plain_bonus(path):
     schema's defaults since docs/results.md 'An entropy floor' and 'Held-out tasks')."""
     L = load_config(path).learner
     assert (L.entropy_floor, L.entropy_cap) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("path", [f for f in FILES if "/memory/" in f])
+def test_memory_configs_keep_their_envs_in_step(path):
+    """configs/memory made their results with every env starting its first episode at step 0 (the schema
+    desyncs them since docs/results.md 'Envs out of step')."""
+    assert load_config(path).env.desync is False
