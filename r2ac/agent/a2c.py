@@ -21,7 +21,7 @@ from torch import Tensor
 
 from r2ac.agent.distributions import categorical_log_prob
 from r2ac.agent.learner import Learner
-from r2ac.agent.losses import categorical_entropy_bonus, episode_end_stats
+from r2ac.agent.losses import categorical_entropy_bonus, centred_logit_penalty, episode_end_stats
 from r2ac.agent.losses import normalize_advantages as normalize
 
 
@@ -38,7 +38,8 @@ def nstep_returns(rewards: Tensor, discounts: Tensor, bootstrap_value: Tensor) -
 
 def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: float = 0.99,
              baseline_cost: float = 0.5, entropy_cost: float = 0.01, reward_clip: float = 1.0,
-             normalize_advantages: bool = False, entropy_floor: float = 0.0) -> Tuple[Tensor, Dict[str, float]]:
+             normalize_advantages: bool = False, entropy_floor: float = 0.0,
+             logit_penalty: float = 0.0) -> Tuple[Tensor, Dict[str, float]]:
     """The A2C loss above on one batch of M+1-step trajectories (means over time and batch)."""
     values = outputs["baseline"][:-1]
     logits = outputs["policy_logits"][:-1]
@@ -52,10 +53,14 @@ def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: flo
     pg_loss = -(categorical_log_prob(logits, batch["action"][1:]) * pg_adv).mean()
     v_loss = 0.5 * (returns - values).pow(2).mean()
     h, bonus = categorical_entropy_bonus(logits, entropy_floor)
+    z_pen = centred_logit_penalty(logits)
     loss = pg_loss + baseline_cost * v_loss - entropy_cost * bonus.mean()
+    if logit_penalty > 0:
+        loss = loss + logit_penalty * z_pen.mean()
     stats = {**episode_end_stats(batch["done"][1:], values, returns, adv, h), "total_loss": loss.item(),
              "pg_loss": pg_loss.item(), "baseline_loss": v_loss.item(), "entropy": h.mean().item(),
-             "mean_value": values.mean().item(), "mean_abs_advantage": adv.abs().mean().item()}
+             "logit_spread": z_pen.mean().item(), "mean_value": values.mean().item(),
+             "mean_abs_advantage": adv.abs().mean().item()}
     return loss, stats
 
 
@@ -66,4 +71,5 @@ class A2CLearner(Learner):
     def loss(self, outputs, batch):
         return a2c_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
                         entropy_cost=self.entropy_weight(), reward_clip=self.cfg.reward_clip,
-                        normalize_advantages=self.cfg.normalize_advantages, entropy_floor=self.cfg.entropy_floor)
+                        normalize_advantages=self.cfg.normalize_advantages, entropy_floor=self.cfg.entropy_floor,
+                        logit_penalty=self.logit_penalty_weight())

@@ -87,6 +87,11 @@ class Learner:
             return min(self.cfg.entropy_cost, self.cfg.entropy_cap * reward_unit(self.max_abs_reward))
         return self.cfg.entropy_cost
 
+    def logit_penalty_weight(self) -> float:
+        """The centred-logit penalty's weight in this update: ``logit_penalty`` times the task's reward unit
+        (``reward_unit``), so that it stands in the same ratio to a decision's stake on every task."""
+        return self.cfg.logit_penalty * reward_unit(self.max_abs_reward)
+
     def observe_rewards(self, rewards: torch.Tensor) -> None:
         """Track the largest |reward| (after ``reward_clip``) of the trained steps (``rewards``: the batch's
         rows 1..M, the steps this update trains on)."""
@@ -102,7 +107,8 @@ class Learner:
         """(loss, stats) of the learner's outputs on a batch: the IMPALA loss with V-trace targets."""
         return impala_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
                            entropy_cost=self.entropy_weight(), reward_clip=self.cfg.reward_clip,
-                           entropy_floor=self.cfg.entropy_floor, clip_rho_threshold=self.cfg.clip_rho_threshold or None,
+                           entropy_floor=self.cfg.entropy_floor, logit_penalty=self.logit_penalty_weight(),
+                           clip_rho_threshold=self.cfg.clip_rho_threshold or None,
                            clip_pg_rho_threshold=self.cfg.clip_pg_rho_threshold or None,
                            normalize_pg_advantages=self.cfg.normalize_advantages)
 

@@ -25,6 +25,7 @@ from r2ac.agent.vtrace import vtrace_from_logits
 __all__ = [
     "baseline_loss",
     "categorical_entropy_bonus",
+    "centred_logit_penalty",
     "entropy_bonus",
     "episode_end_stats",
     "gae_advantages",
@@ -101,6 +102,18 @@ def categorical_entropy_bonus(logits: Tensor, floor_fraction: float = 0.0) -> tu
     return h, entropy_bonus(h, floor_fraction * math.log(logits.shape[-1]))
 
 
+def centred_logit_penalty(logits: Tensor) -> Tensor:
+    """Per step, half the squared norm of the centred logits: 0.5 * sum_a (z_a - mean_a z)^2. [..., A] -> [...].
+
+    Its gradient on a logit is the logit's offset from the mean, so it pulls on a certain policy as hard as on
+    an uncertain one; the policy gradient and the entropy's gradient on logit z_a both carry a factor pi(a)
+    (1 - pi(a)) that vanishes as a step's policy turns certain, so a step that answers wrongly with
+    certainty is otherwise unlearned only at the rate at which the right answer is sampled (docs/results.md,
+    "The copy task's middle bit"). Softmax is unchanged by a shift of all logits, hence the centring."""
+    z = logits - logits.mean(-1, keepdim=True)
+    return 0.5 * z.pow(2).sum(-1)
+
+
 def max_abs_reward(rewards: Tensor, reward_clip: float = 0.0) -> float:
     """The largest |reward| of a batch after clipping to [-reward_clip, reward_clip] (no clipping if
     ``reward_clip`` <= 0), as the losses clip it."""
@@ -123,6 +136,7 @@ def impala_loss(
     entropy_cost: float = 0.01,
     reward_clip: float = 1.0,
     entropy_floor: float = 0.0,
+    logit_penalty: float = 0.0,
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     clip_c_threshold: float | None = 1.0,
@@ -146,9 +160,11 @@ def impala_loss(
         (with ``normalize_pg_advantages`` A^pg is shifted and scaled to zero mean, unit std over the batch)
         L = L_pg(A^pg) + baseline_cost * 0.5 sum (v_s - V(x_s))^2 - entropy_cost * sum H_t
     (with ``entropy_floor`` > 0 the bonus is on min(H_t, entropy_floor * ln A): ``categorical_entropy_bonus``)
+    (with ``logit_penalty`` > 0, + logit_penalty * sum ``centred_logit_penalty``(target logits))
 
     All three terms are sums over time and batch. Returns (total_loss, stats) where stats holds
-    python floats: total_loss, pg_loss, baseline_loss, entropy_loss, entropy (mean per step),
+    python floats: total_loss, pg_loss, baseline_loss, entropy_loss, entropy (mean per step), logit_spread
+    (the mean per step of ``centred_logit_penalty``, logged whether or not it is in the loss),
     mean_value (mean V(x_t) over the T steps), mean_abs_advantage (mean |A^pg|) and mean_rho
     (mean of the unclipped importance weights pi(a|x) / mu(a|x), a policy-lag gauge).
     """
@@ -203,6 +219,9 @@ def impala_loss(
     h, bonus = categorical_entropy_bonus(target_logits, entropy_floor)
     h_loss = -bonus.sum()
     total_loss = pg_loss + baseline_cost * v_loss + entropy_cost * h_loss
+    z_pen = centred_logit_penalty(target_logits)
+    if logit_penalty > 0:
+        total_loss = total_loss + logit_penalty * z_pen.sum()
 
     stats = {
         **episode_end_stats(batch["done"][1:], values, vtrace_returns.vs, vtrace_returns.pg_advantages, h),
@@ -211,6 +230,7 @@ def impala_loss(
         "baseline_loss": v_loss.item(),
         "entropy_loss": h_loss.item(),
         "entropy": h.mean().item(),
+        "logit_spread": z_pen.mean().item(),
         "mean_value": values.mean().item(),
         "mean_abs_advantage": vtrace_returns.pg_advantages.abs().mean().item(),
         "mean_rho": vtrace_returns.log_rhos.exp().mean().item(),

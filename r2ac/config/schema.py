@@ -140,6 +140,12 @@ class LearnerConfig:
         "|reward| (after reward_clip) trained on so far, 1 before any nonzero reward. Where an answer is worth u, a "
         "step's bonus then never holds the policy below p(right)/p(wrong) = e^(1/entropy_cap) (e^4 = 55): a task "
         "that pays 1/51 per step gets 0.25/51 (docs/results.md, 'Held-out tasks'); 0 = no cap", ge=0.0)
+    logit_penalty: float = _f(
+        1e-3, "weight of 0.5 * sum_a (z_a - mean z)^2 per step on the policy's logits z, times the task's reward unit "
+        "u (as for entropy_cap): a pull on a certain policy that does not vanish with certainty (the policy "
+        "gradient's and the entropy's do), so an answer given wrongly with certainty can be unlearned; at 1e-3 "
+        "it holds a right answer worth u at a logit gap of about 6 over the wrong ones (docs/results.md, 'The "
+        "copy task's middle bit'); 0 = off", ge=0.0)
     learning_rate: float = _f(6e-3, "initial learning rate (the paper: 6e-4 with RMSprop)", gt=0.0)
     lr_schedule: Literal["linear", "constant"] = _f("linear", "'linear' decays to 0 at total_steps")
     rmsprop_alpha: float = _f(0.99, "RMSprop smoothing constant", ge=0.0, lt=1.0)

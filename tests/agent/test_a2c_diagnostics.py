@@ -336,3 +336,79 @@ def test_bench_memory_table_rounds_the_lowest_success_down():
     assert row.startswith("| cue-pixels | 100 | rtrl | 2/3 | 0.50, 1.00, - | 0.20, 0.20, - | 1.00, 1.00, 0.34 | "
                           "-, -, - |")  # no fresh-env return (runs of a bench before it had one)
     assert "| 0.899 | 0.951 |" in row  # 0.8996 is below the 0.9 threshold and must not read 0.90
+
+
+def test_centred_logit_penalty_pulls_a_certain_policy():
+    """0.5 * sum_a (z_a - mean z)^2: shift-invariant like softmax; its gradient is the centred logits, which
+    does not vanish as the policy turns certain, where the entropy's gradient does."""
+    from r2ac.agent.distributions import categorical_entropy
+    from r2ac.agent.losses import centred_logit_penalty
+    z = torch.tensor([[3.0, -1.0, 1.0], [20.0, 0.0, 0.0]], dtype=torch.float64, requires_grad=True)
+    pen = centred_logit_penalty(z)
+    zc = z.detach() - z.detach().mean(-1, keepdim=True)
+    torch.testing.assert_close(pen, 0.5 * zc.pow(2).sum(-1))
+    torch.testing.assert_close(centred_logit_penalty(z.detach() + 7.5), pen.detach())
+    pen.sum().backward()
+    torch.testing.assert_close(z.grad, zc)
+    zz = z.detach().clone().requires_grad_()
+    categorical_entropy(zz).sum().backward()
+    assert zz.grad[1].abs().max() < 1e-6 < z.grad[1].abs().max() / 10  # certain: entropy flat, penalty not
+
+
+@pytest.mark.parametrize("loss_fn", ["impala", "a2c"])
+def test_logit_penalty_adds_its_term_to_the_loss(loss_fn):
+    """float64: logit_penalty = w adds w * (sum, or mean for A2C) of the per-step penalty, and only that;
+    the stats log its mean per step (logit_spread) with or without it."""
+    from r2ac.agent.losses import centred_logit_penalty
+    net, trajs = _batch()
+    t = trajs[-1]
+    with torch.no_grad():
+        out, _ = net(_inputs(t), t["initial_state"], return_state=False)
+    fn = impala_loss if loss_fn == "impala" else a2c_loss
+    kw = dict(discount=0.9, baseline_cost=0.5, entropy_cost=0.01, reward_clip=0.0)
+    l0, s0 = fn(out, t, **kw)
+    l1, s1 = fn(out, t, logit_penalty=0.25, **kw)
+    pen = centred_logit_penalty(out["policy_logits"][:-1])
+    term = pen.sum() if loss_fn == "impala" else pen.mean()
+    torch.testing.assert_close(l1 - l0, 0.25 * term, rtol=1e-12, atol=1e-12)
+    assert s0["logit_spread"] == s1["logit_spread"] == pytest.approx(pen.mean().item(), rel=1e-12)
+
+
+@pytest.mark.parametrize("cls", [Learner, A2CLearner])
+def test_logit_penalty_weight_is_in_the_tasks_reward_unit(cls):
+    """learner.logit_penalty is weighted by the task's reward unit (as entropy_cap): an update with
+    logit_penalty = w on rewards of largest size u is the loss with the penalty at w * u."""
+    net, trajs = _batch()
+    batch = concat(trajs)
+    batch["reward"] = torch.zeros_like(batch["reward"])
+    batch["reward"][3, 1] = -1 / 4
+    cfg = load_config(None, ["learner.lr_schedule=constant", "learner.logit_penalty=2"]).learner
+    lrn = cls(copy.deepcopy(net), cfg, 10**6)
+    assert lrn.logit_penalty_weight() == 2.0          # no reward seen: u = 1
+    lrn.update(batch)
+    assert lrn.logit_penalty_weight() == 0.5
+    assert load_config(None, []).learner.logit_penalty == 1e-3
+    with pytest.raises(ConfigError, match="logit_penalty"):
+        load_config(None, ["learner.logit_penalty=-1"])
+
+
+def test_logit_penalty_unlearns_a_certain_wrong_answer():
+    """The mechanism on one softmax decision (exact expected gradient, plain gradient steps): an answer
+    worth 1/3 that the policy gives wrongly with a logit gap of 15 stays wrong under the policy gradient and
+    the floored entropy bonus of the defaults (their gradients carry pi(1 - pi) ~ 3e-7), and is put right
+    with the centred-logit penalty at 1e-3 of the reward unit added."""
+    from r2ac.agent.losses import categorical_entropy_bonus, centred_logit_penalty
+
+    def train(penalty, steps=6000):
+        z = torch.tensor([7.5, -7.5], dtype=torch.float64, requires_grad=True)  # action 1 is the right one
+        for _ in range(steps):
+            p = torch.softmax(z, -1)
+            _, bonus = categorical_entropy_bonus(z, 0.9)
+            loss = -(p[1] / 3) - 0.05 * bonus + penalty / 3 * centred_logit_penalty(z)
+            (g,) = torch.autograd.grad(loss, z)
+            with torch.no_grad():
+                z -= g
+        return torch.softmax(z, -1)[1].item()
+
+    assert train(0.0) < 1e-5
+    assert train(1e-3) > 0.99

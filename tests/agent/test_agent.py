@@ -555,6 +555,9 @@ def test_centre_frames_feeds_centred_scaled_pixels_then_the_means():
     assert load_config("configs/quickstart.yaml").env.desync is True
     del old["env"]["desync"]  # saved before the key: the envs started in step
     assert config_from_dict(upgrade_resolved(old)).env.desync is False
+    assert load_config("configs/quickstart.yaml").learner.logit_penalty == 1e-3
+    del old["learner"]["logit_penalty"]  # saved before the key: no penalty on the logits
+    assert config_from_dict(upgrade_resolved(old)).learner.logit_penalty == 0.0
 
 
 @pytest.mark.parametrize("stem, shape, expected", [("none", (3, 8, 8), RAW_PIXEL_INPUT_SCALE), ("none", (5,), 1.0),

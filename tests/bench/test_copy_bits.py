@@ -56,3 +56,27 @@ def test_copy_bits_reads_a_real_run(tmp_path, capsys, load_tool, tiny_run):
                      "env.num_envs=4", "learner.batch_size=2", "model.hidden_size=8", "total_steps=200",
                      "logger.progress_bar=false", "checkpoint.interval_s=.inf"]) == 0
         tool.main([str(other)])
+
+
+def test_linear_probe_reads_a_linear_code_and_not_noise(load_tool):
+    import torch
+    tool = load_tool("copy_bits")
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 800)
+    x = torch.as_tensor(rng.normal(size=(800, 6)))
+    assert tool.linear_probe_accuracy(x, y) == pytest.approx(0.5, abs=0.1)    # nothing of y in x
+    x[:, 2] = 0.2 * (2 * torch.as_tensor(y) - 1) + 0.01 * x[:, 3]             # y on one axis, a small margin
+    assert tool.linear_probe_accuracy(x, y) == 1.0
+
+
+def test_patterns_and_probe_of_a_real_run(tmp_path, capsys, load_tool, tiny_run):
+    run = tiny_run("copy", "{span: 2, symbols: 2}")
+    tool = load_tool("copy_bits")
+    from r2ac.api import load
+    bits, acts, gaps, states = tool.query_internals(load(str(run)), span=2, symbols=2, episodes=64)
+    assert bits.shape == acts.shape == gaps.shape == (64, 2) and states.shape[:2] == (64, 2)
+    assert set(np.unique(acts)) <= {0, 1} and np.isfinite(gaps).all()
+    assert tool.main([str(run), "--episodes", "64", "--patterns", "--probe"]) == 0
+    out = capsys.readouterr().out
+    assert "| bits | episodes | query 1 | query 2 |" in out and "| state at | bit 1 | bit 2 |" in out
+    assert out.count("\n| 0") + out.count("\n| 1") >= 4  # the patterns' rows (00, 01, 10, 11; all seen in 64)

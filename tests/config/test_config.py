@@ -47,7 +47,7 @@ def test_defaults_match_the_documented_schema():
     assert (L.batch_size, L.unroll_length, L.discount, L.baseline_cost, L.entropy_cost, L.entropy_floor) == (
         32, 100, 0.99, 0.5, 0.05, 0.9)
     assert (L.optimizer, L.learning_rate, L.lr_schedule, L.adam_eps) == ("adam", 6e-3, "linear", 1e-8)
-    assert L.entropy_cap == 0.25
+    assert L.entropy_cap == 0.25 and L.logit_penalty == 1e-3
     assert (L.rmsprop_alpha, L.rmsprop_eps, L.rmsprop_momentum) == (0.99, 0.01, 0.0)
     assert (L.grad_norm_clip, L.reward_clip, L.max_nonfinite_updates) == (40.0, 1.0, 10)
     P = c.ppo

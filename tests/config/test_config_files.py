@@ -34,7 +34,7 @@ def test_paper_configs_keep_the_papers_optimiser(path):
     says otherwise, the plain bonus: no entropy floor) themselves."""
     L = load_config(path).learner
     assert (L.optimizer, L.rmsprop_alpha, L.rmsprop_momentum, L.entropy_floor) == ("rmsprop", 0.99, 0.0, 0.0)
-    assert L.entropy_cap == 0.0
+    assert L.entropy_cap == 0.0 and L.logit_penalty == 0.0
     if "quick" not in path and "long" not in path:
         assert (L.learning_rate, L.entropy_cost, L.rmsprop_eps) == (6e-4, 0.01, 0.01)
 
@@ -44,7 +44,7 @@ def test_memory_configs_keep_their_plain_bonus(path):
     """configs/memory made their results with the plain bonus as is: no floor, no cap in reward units (the
     schema's defaults since docs/results.md 'An entropy floor' and 'Held-out tasks')."""
     L = load_config(path).learner
-    assert (L.entropy_floor, L.entropy_cap) == (0.0, 0.0)
+    assert (L.entropy_floor, L.entropy_cap, L.logit_penalty) == (0.0, 0.0, 0.0)
 
 
 @pytest.mark.parametrize("path", [f for f in FILES if "/memory/" in f])
