@@ -39,7 +39,7 @@ def nstep_returns(rewards: Tensor, discounts: Tensor, bootstrap_value: Tensor) -
 def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: float = 0.99,
              baseline_cost: float = 0.5, entropy_cost: float = 0.01, reward_clip: float = 1.0,
              normalize_advantages: bool = False, entropy_floor: float = 0.0,
-             logit_penalty: float = 0.0) -> Tuple[Tensor, Dict[str, float]]:
+             logit_penalty: float = 0.0, logit_margin: float = 0.0) -> Tuple[Tensor, Dict[str, float]]:
     """The A2C loss above on one batch of M+1-step trajectories (means over time and batch)."""
     values = outputs["baseline"][:-1]
     logits = outputs["policy_logits"][:-1]
@@ -56,7 +56,7 @@ def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: flo
     z_pen = centred_logit_penalty(logits)
     loss = pg_loss + baseline_cost * v_loss - entropy_cost * bonus.mean()
     if logit_penalty > 0:
-        loss = loss + logit_penalty * z_pen.mean()
+        loss = loss + logit_penalty * centred_logit_penalty(logits, logit_margin).mean()
     stats = {**episode_end_stats(batch["done"][1:], values, returns, adv, h), "total_loss": loss.item(),
              "pg_loss": pg_loss.item(), "baseline_loss": v_loss.item(), "entropy": h.mean().item(),
              "logit_spread": z_pen.mean().item(), "mean_value": values.mean().item(),
@@ -72,4 +72,4 @@ class A2CLearner(Learner):
         return a2c_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
                         entropy_cost=self.entropy_weight(), reward_clip=self.cfg.reward_clip,
                         normalize_advantages=self.cfg.normalize_advantages, entropy_floor=self.cfg.entropy_floor,
-                        logit_penalty=self.logit_penalty_weight())
+                        logit_penalty=self.logit_penalty_weight(), logit_margin=self.cfg.logit_margin)

@@ -108,6 +108,7 @@ class Learner:
         return impala_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
                            entropy_cost=self.entropy_weight(), reward_clip=self.cfg.reward_clip,
                            entropy_floor=self.cfg.entropy_floor, logit_penalty=self.logit_penalty_weight(),
+                           logit_margin=self.cfg.logit_margin,
                            clip_rho_threshold=self.cfg.clip_rho_threshold or None,
                            clip_pg_rho_threshold=self.cfg.clip_pg_rho_threshold or None,
                            normalize_pg_advantages=self.cfg.normalize_advantages)

@@ -102,15 +102,21 @@ def categorical_entropy_bonus(logits: Tensor, floor_fraction: float = 0.0) -> tu
     return h, entropy_bonus(h, floor_fraction * math.log(logits.shape[-1]))
 
 
-def centred_logit_penalty(logits: Tensor) -> Tensor:
+def centred_logit_penalty(logits: Tensor, margin: float = 0.0) -> Tensor:
     """Per step, half the squared norm of the centred logits: 0.5 * sum_a (z_a - mean_a z)^2. [..., A] -> [...].
+    With ``margin`` m > 0 only the part of each centred logit beyond m counts: 0.5 * sum_a max(|z_a - mean_a
+    z| - m, 0)^2, no pull at all on a policy whose logits all lie within m nats of their mean.
 
     Its gradient on a logit is the logit's offset from the mean, so it pulls on a certain policy as hard as on
     an uncertain one; the policy gradient and the entropy's gradient on logit z_a both carry a factor pi(a)
     (1 - pi(a)) that vanishes as a step's policy turns certain, so a step that answers wrongly with
     certainty is otherwise unlearned only at the rate at which the right answer is sampled (docs/results.md,
     "The copy task's middle bit"). Softmax is unchanged by a shift of all logits, hence the centring."""
+    if not margin >= 0.0:
+        raise ValueError(f"logit penalty margin must be >= 0 nats (0 = pull on every logit), got {margin}")
     z = logits - logits.mean(-1, keepdim=True)
+    if margin > 0:
+        z = torch.relu(z.abs() - margin)
     return 0.5 * z.pow(2).sum(-1)
 
 
@@ -137,6 +143,7 @@ def impala_loss(
     reward_clip: float = 1.0,
     entropy_floor: float = 0.0,
     logit_penalty: float = 0.0,
+    logit_margin: float = 0.0,
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     clip_c_threshold: float | None = 1.0,
@@ -160,7 +167,7 @@ def impala_loss(
         (with ``normalize_pg_advantages`` A^pg is shifted and scaled to zero mean, unit std over the batch)
         L = L_pg(A^pg) + baseline_cost * 0.5 sum (v_s - V(x_s))^2 - entropy_cost * sum H_t
     (with ``entropy_floor`` > 0 the bonus is on min(H_t, entropy_floor * ln A): ``categorical_entropy_bonus``)
-    (with ``logit_penalty`` > 0, + logit_penalty * sum ``centred_logit_penalty``(target logits))
+    (with ``logit_penalty`` > 0, + logit_penalty * sum ``centred_logit_penalty``(target logits, logit_margin))
 
     All three terms are sums over time and batch. Returns (total_loss, stats) where stats holds
     python floats: total_loss, pg_loss, baseline_loss, entropy_loss, entropy (mean per step), logit_spread
@@ -221,7 +228,7 @@ def impala_loss(
     total_loss = pg_loss + baseline_cost * v_loss + entropy_cost * h_loss
     z_pen = centred_logit_penalty(target_logits)
     if logit_penalty > 0:
-        total_loss = total_loss + logit_penalty * z_pen.sum()
+        total_loss = total_loss + logit_penalty * centred_logit_penalty(target_logits, logit_margin).sum()
 
     stats = {
         **episode_end_stats(batch["done"][1:], values, vtrace_returns.vs, vtrace_returns.pg_advantages, h),

@@ -355,6 +355,26 @@ def test_centred_logit_penalty_pulls_a_certain_policy():
     assert zz.grad[1].abs().max() < 1e-6 < z.grad[1].abs().max() / 10  # certain: entropy flat, penalty not
 
 
+def test_logit_penalty_margin_pulls_only_beyond_it():
+    """With a margin m: 0.5 * sum_a max(|z_a - mean z| - m, 0)^2, zero (and flat) for logits within m of
+    their mean, the margin-0 penalty at m = 0, still shift-invariant; its gradient is the centred excess."""
+    from r2ac.agent.losses import centred_logit_penalty
+    z = torch.tensor([[3.0, -1.0, 1.0], [20.0, 0.0, 0.0], [0.5, -0.5, 0.0]], dtype=torch.float64,
+                     requires_grad=True)
+    zc = z.detach() - z.detach().mean(-1, keepdim=True)
+    excess = (zc.abs() - 2.0).clamp(min=0) * zc.sign()
+    pen = centred_logit_penalty(z, 2.0)
+    torch.testing.assert_close(pen, 0.5 * excess.pow(2).sum(-1))
+    assert pen[0] == 0 == pen[2] and pen[1] > 0  # centred (2, -2, 0) and (0.5, -0.5, 0) lie within 2
+    torch.testing.assert_close(centred_logit_penalty(z.detach() - 4.0, 2.0), pen.detach())
+    torch.testing.assert_close(centred_logit_penalty(z.detach(), 0.0), centred_logit_penalty(z.detach()))
+    pen.sum().backward()
+    torch.testing.assert_close(z.grad, excess - excess.mean(-1, keepdim=True))
+    assert z.grad[0].abs().max() == 0 == z.grad[2].abs().max()
+    with pytest.raises(ValueError, match="margin"):
+        centred_logit_penalty(z.detach(), -1.0)
+
+
 @pytest.mark.parametrize("loss_fn", ["impala", "a2c"])
 def test_logit_penalty_adds_its_term_to_the_loss(loss_fn):
     """float64: logit_penalty = w adds w * (sum, or mean for A2C) of the per-step penalty, and only that;
@@ -372,6 +392,13 @@ def test_logit_penalty_adds_its_term_to_the_loss(loss_fn):
     term = pen.sum() if loss_fn == "impala" else pen.mean()
     torch.testing.assert_close(l1 - l0, 0.25 * term, rtol=1e-12, atol=1e-12)
     assert s0["logit_spread"] == s1["logit_spread"] == pytest.approx(pen.mean().item(), rel=1e-12)
+    margin = pen.detach().mul(2).sqrt().median().item() / 2  # half the steps' logits reach beyond it
+    l2, s2 = fn(out, t, logit_penalty=0.25, logit_margin=margin, **kw)
+    pen_m = centred_logit_penalty(out["policy_logits"][:-1], margin)
+    assert 0 < pen_m.sum() < pen.sum()
+    term_m = pen_m.sum() if loss_fn == "impala" else pen_m.mean()
+    torch.testing.assert_close(l2 - l0, 0.25 * term_m, rtol=1e-12, atol=1e-12)
+    assert s2["logit_spread"] == s0["logit_spread"]  # logged without the margin
 
 
 @pytest.mark.parametrize("cls", [Learner, A2CLearner])
@@ -390,6 +417,27 @@ def test_logit_penalty_weight_is_in_the_tasks_reward_unit(cls):
     assert load_config(None, []).learner.logit_penalty == 1e-3
     with pytest.raises(ConfigError, match="logit_penalty"):
         load_config(None, ["learner.logit_penalty=-1"])
+    with pytest.raises(ConfigError, match="logit_margin"):
+        load_config(None, ["learner.logit_margin=-1"])
+
+
+@pytest.mark.parametrize("cls", [Learner, A2CLearner])
+def test_learners_pass_the_logit_margin(cls, monkeypatch):
+    """learner.logit_margin reaches the loss: an update's loss is the margined penalty's, not the plain one."""
+    import r2ac.agent.a2c as a2c_mod
+    import r2ac.agent.losses as losses_mod
+    seen = []
+    real = losses_mod.centred_logit_penalty
+
+    def spy(logits, margin=0.0):
+        seen.append(margin)
+        return real(logits, margin)
+    monkeypatch.setattr(losses_mod, "centred_logit_penalty", spy)
+    monkeypatch.setattr(a2c_mod, "centred_logit_penalty", spy)
+    net, trajs = _batch()
+    cfg = load_config(None, ["learner.logit_penalty=0.01", "learner.logit_margin=1.5"]).learner
+    cls(copy.deepcopy(net), cfg, 10**6).update(concat(trajs))
+    assert 1.5 in seen
 
 
 def test_logit_penalty_unlearns_a_certain_wrong_answer():
@@ -399,12 +447,12 @@ def test_logit_penalty_unlearns_a_certain_wrong_answer():
     with the centred-logit penalty at 1e-3 of the reward unit added."""
     from r2ac.agent.losses import categorical_entropy_bonus, centred_logit_penalty
 
-    def train(penalty, steps=6000):
+    def train(penalty, steps=6000, margin=0.0):
         z = torch.tensor([7.5, -7.5], dtype=torch.float64, requires_grad=True)  # action 1 is the right one
         for _ in range(steps):
             p = torch.softmax(z, -1)
             _, bonus = categorical_entropy_bonus(z, 0.9)
-            loss = -(p[1] / 3) - 0.05 * bonus + penalty / 3 * centred_logit_penalty(z)
+            loss = -(p[1] / 3) - 0.05 * bonus + penalty / 3 * centred_logit_penalty(z, margin)
             (g,) = torch.autograd.grad(loss, z)
             with torch.no_grad():
                 z -= g
@@ -412,3 +460,4 @@ def test_logit_penalty_unlearns_a_certain_wrong_answer():
 
     assert train(0.0) < 1e-5
     assert train(1e-3) > 0.99
+    assert train(1e-3, margin=2.0) > 0.99  # pulled to within the margin, where the policy gradient acts
