@@ -313,6 +313,24 @@ def test_train_writes_outputs_and_resume_continues(tmp_path):
     assert len(res["set_means"]) == 2 and 0.0 <= res["mean"] <= 1.0 and math.isfinite(res["std"])
 
 
+def test_local_runs_repeat_bit_for_bit(tmp_path):
+    """The local runtime is a function of its config and seed on one machine: two runs of the same seed end
+    with the same weights and optimizer state, bit for bit, however the wall clock went (docs/results.md,
+    "A margin on the pull"); another seed ends elsewhere."""
+    from r2ac.checkpoint import load_latest_checkpoint
+    from r2ac.runtime.local import train
+
+    def weights(d, *extra):
+        train(_cfg(tmp_path / d, "total_steps=2000", "checkpoint.interval_s=.inf", *extra))
+        ck = load_latest_checkpoint(str(tmp_path / d))
+        return ck["model"], ck["extra"]["learner"]["optimizer"]["state"][0]["exp_avg"]
+
+    (wa, ma), (wb, mb), (wc, _) = weights("a"), weights("b"), weights("c", "seed=1")
+    assert wa.keys() == wb.keys()
+    assert all(torch.equal(wa[k], wb[k]) for k in wa) and torch.equal(ma, mb)
+    assert not all(torch.equal(wa[k], wc[k]) for k in wa)
+
+
 def test_short_run_reports_trained_random_and_training_windows(tmp_path, capsys):
     from r2ac.experiments.short_run import main
 
