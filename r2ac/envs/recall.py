@@ -8,6 +8,12 @@ distractors) and the copy task as an RL problem. Numpy-vectorised like ``r2ac.en
     index) and 0 otherwise. Actions elsewhere do nothing. The credit span from cue to decision is
     ``span + 1`` steps; an episode lasts ``span + 2`` steps. ``info["success"]`` is 1.0 / 0.0 at its end.
 
+    Two options make the timing unknown in advance (both off by default): ``span_min`` draws each
+    episode's span uniformly from ``span_min .. span``, so the query comes at a time the agent cannot
+    count to; ``cue_delay`` shows the cue at a step drawn uniformly from ``0 .. cue_delay``, after blank
+    (or distractor) frames, so the cue is not the episode's first frame. An episode then lasts
+    ``delay + span + 2`` steps for its own draws.
+
     ``obs="pixels"``: uint8 ``(3, size, size)``; the cue fills the frame with its colour (red, green,
     blue, yellow, magenta, cyan, then greys), the query is a white frame, a distractor is uniform noise in
     every pixel. ``obs="vector"``: float32 ``(cues + 1,)``: the cue is one-hot in the first ``cues``
@@ -61,13 +67,21 @@ class _RecallVecEnv(VecEnv):
         return self._observe()
 
     def episode_steps(self) -> int:
-        """Steps every episode lasts."""
+        """Steps every episode lasts (the longest, where episodes differ)."""
         raise NotImplementedError
+
+    def _current_lengths(self) -> np.ndarray:
+        """Steps the current episode of each env lasts."""
+        return np.full(self.num_envs, self.episode_steps(), dtype=np.int64)
 
     def desync(self, rng: np.random.Generator) -> np.ndarray:
         if self._needs_reset:
             raise RuntimeError("call reset() before desync()")
-        self.t[:] = rng.integers(0, self.episode_steps(), size=self.num_envs)
+        lengths = self._current_lengths()
+        if (lengths == lengths[0]).all():  # every episode the same length: one draw bound (the streams of before)
+            self.t[:] = rng.integers(0, int(lengths[0]), size=self.num_envs)
+        else:
+            self.t[:] = rng.integers(0, lengths)
         return self._observe()
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
@@ -88,9 +102,15 @@ class CueVecEnv(_RecallVecEnv):
     """Delayed cue (see the module docstring)."""
 
     def __init__(self, num_envs: int, seed: int, *, span: int = 100, cues: int = 3, obs: str = "pixels",
-                 size: int = 16, distractors: float = 0.0) -> None:
+                 size: int = 16, distractors: float = 0.0, span_min: int | None = None,
+                 cue_delay: int = 0) -> None:
         super().__init__(num_envs, seed)
         self.span = _check_int("span", span, 0)
+        self.span_min = self.span if span_min is None else _check_int("span_min", span_min, 0)
+        if self.span_min > self.span:
+            raise ValueError(f"option 'span_min' must be <= span ({self.span}), got {span_min}: each episode's "
+                             f"span is drawn from span_min .. span")
+        self.cue_delay = _check_int("cue_delay", cue_delay, 0)
         self.cues = _check_int("cues", cues, 2)
         if self.cues > len(_CUE_COLOURS):
             raise ValueError(f"option 'cues' must be <= {len(_CUE_COLOURS)}, got {cues}")
@@ -109,17 +129,26 @@ class CueVecEnv(_RecallVecEnv):
             self.observation_shape = (self.cues + 1,)
             self.observation_dtype = np.float32
         self.cue = np.zeros(self.num_envs, dtype=np.int64)
+        self.cue_step = np.zeros(self.num_envs, dtype=np.int64)  # step of the episode that shows the cue
+        self.query_step = np.full(self.num_envs, self.span + 1, dtype=np.int64)  # the step that decides
 
     def episode_steps(self) -> int:
-        return self.span + 2
+        return self.cue_delay + self.span + 2
+
+    def _current_lengths(self) -> np.ndarray:
+        return self.query_step + 1
 
     def _new_episodes(self, mask: np.ndarray) -> None:
-        self.cue[mask] = self.rng.integers(0, self.cues, size=int(mask.sum()))
+        k = int(mask.sum())
+        self.cue[mask] = self.rng.integers(0, self.cues, size=k)
         self.t[mask] = 0
+        if self.cue_delay or self.span_min < self.span:  # the fixed layout draws nothing more (same streams)
+            self.cue_step[mask] = self.rng.integers(0, self.cue_delay + 1, size=k)
+            self.query_step[mask] = self.cue_step[mask] + self.rng.integers(self.span_min, self.span + 1, size=k) + 1
 
     def _observe(self) -> np.ndarray:
         n = self.num_envs
-        at_cue, at_query = self.t == 0, self.t == self.span + 1
+        at_cue, at_query = self.t == self.cue_step, self.t == self.query_step
         noise = (~at_cue & ~at_query) & (self.rng.random(n) < self.distractors) if self.distractors > 0 else None
         if self.obs == "vector":
             o = np.zeros((n, self.cues + 1), dtype=np.float32)
@@ -136,7 +165,7 @@ class CueVecEnv(_RecallVecEnv):
         return o
 
     def _reward(self, actions):
-        done = self.t == self.span + 1
+        done = self.t == self.query_step
         success = done & (actions == self.cue)
         return success.astype(np.float32), done, success.astype(np.float64)
 

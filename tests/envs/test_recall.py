@@ -62,6 +62,43 @@ def test_cue_distractors_fill_the_gap():
     assert make_vec_env("cue", 8, 0, span=20, distractors=0.0).step is not None
 
 
+def test_cue_span_min_and_cue_delay_draw_each_episode_layout():
+    venv = make_vec_env("cue", 256, 0, span=6, span_min=2, cue_delay=3, obs="vector")
+    o = venv.reset()
+    cue_steps, spans = [], []
+    seen_cue = np.full(256, -1)
+    t = np.zeros(256, dtype=np.int64)
+    for _ in range(60):
+        shown = o[:, :3].max(1) == 1
+        seen_cue[shown] = o[shown, :3].argmax(1)
+        query = o[:, -1] == 1
+        cue_step, query_step = venv.cue_step.copy(), venv.query_step.copy()
+        # the cue is shown at its drawn step only, the query at its drawn step only, blanks everywhere else
+        assert np.array_equal(shown, t == cue_step) and np.array_equal(query, t == query_step)
+        assert o[~shown & ~query].max(initial=0) == 0
+        action = np.where(seen_cue >= 0, seen_cue, 0)  # answers with the cue it saw
+        o, r, d, info = venv.step(action)
+        assert np.array_equal(d, query) and np.array_equal(r, query.astype(np.float32))
+        cue_steps += list(cue_step[d])
+        spans += list((query_step - cue_step - 1)[d])
+        assert np.array_equal(info["episode_length"][d], query_step[d] + 1)
+        t = np.where(d, 0, t + 1)
+        seen_cue[d] = -1
+    assert set(cue_steps) == {0, 1, 2, 3} and set(spans) == {2, 3, 4, 5, 6}
+
+
+def test_cue_fixed_layout_draws_nothing_more():
+    """Without span_min / cue_delay the env draws what it always drew: the runs of docs/ stay reproducible."""
+    a = make_vec_env("cue", 8, 3, span=5, distractors=0.5)
+    b = make_vec_env("cue", 8, 3, span=5, span_min=5, cue_delay=0, distractors=0.5)
+    assert np.array_equal(a.reset(), b.reset())
+    assert np.array_equal(a.desync(np.random.default_rng(1)), b.desync(np.random.default_rng(1)))
+    for k in range(30):
+        act = np.full(8, k % 3, dtype=np.int64)
+        for x, y in zip(a.step(act)[:3], b.step(act)[:3]):
+            assert np.array_equal(x, y)
+
+
 def test_copy_rewards_each_bit():
     venv = make_vec_env("copy", 2, 0, span=2, symbols=3)
     o = venv.reset()
@@ -105,6 +142,19 @@ def test_desync_spreads_the_episode_ends_then_episodes_run_whole(kind, options, 
     assert max(lengths) == length and lengths.count(length) >= 64
     assert np.isin(lengths, np.arange(1, length + 1)).all()
 
+def test_desync_of_drawn_layouts_stays_inside_each_episode():
+    venv = make_vec_env("cue", 512, 0, span=7, span_min=3, cue_delay=2, obs="vector")
+    venv.reset()
+    venv.desync(np.random.default_rng(1))
+    # each env sits at a step of its own episode's course (never past its query, where it would never end)
+    assert (venv.t <= venv.query_step).all() and set(venv.t) == set(range(11))
+    ended = np.zeros(512, dtype=bool)
+    for _ in range(11):
+        _, _, done, _ = venv.step(np.zeros(512, dtype=np.int64))
+        ended |= done
+    assert ended.all()
+
+
 def test_desync_is_none_where_an_env_kind_cannot():
     from r2ac.envs.base import VecEnv
 
@@ -122,7 +172,8 @@ def test_desync_is_none_where_an_env_kind_cannot():
 
 @pytest.mark.parametrize("kind,options,needle", [
     ("cue", {"obs": "rgb"}, "'obs'"), ("cue", {"cues": 1}, "'cues'"), ("cue", {"distractors": 2.0}, "'distractors'"),
-    ("cue", {"span": -1}, "'span'"), ("copy", {"symbols": 0}, "'symbols'"), ("copy", {"spam": 1}, "spam")])
+    ("cue", {"span": -1}, "'span'"), ("cue", {"span": 5, "span_min": 6}, "'span_min'"),
+    ("cue", {"cue_delay": -1}, "'cue_delay'"), ("copy", {"symbols": 0}, "'symbols'"), ("copy", {"spam": 1}, "spam")])
 def test_recall_bad_options(kind, options, needle):
     with pytest.raises(ValueError, match=needle):
         make_vec_env(kind, 2, 0, **options)
