@@ -38,7 +38,8 @@ may need it). Success is POPGym's episode return, in [-1, 1] (RepeatFirst: the f
 steps answered right, times 2, minus 1; chance -0.5 with 4 suits); pick ``--threshold`` for the task.
 
 Methods (``--methods``): ``rtrl`` (the config as is), ``tbptt`` (truncated at the same M), ``tbptt-full``
-(M = the episode length, full BPTT where memory allows), ``feedforward`` (``model.core=none``), ``a2c``
+(M = the episode length, full BPTT where memory allows; its envs start in step, ``env.desync=false``, so each
+segment is one whole episode: out of step a segment would cut every episode in two), ``feedforward`` (``model.core=none``), ``a2c``
 (the synchronous reference learner with Adam, ``r2ac.agent.a2c``).
 
 Writes ``<out>/memory_runs.csv`` (one row per run), ``<out>/memory.csv`` (medians over seeds),
@@ -122,7 +123,9 @@ def method_overrides(method: str, episode_steps: int, num_envs: int) -> List[str
     if method == "tbptt":
         return ["model.learning=tbptt"]
     if method == "tbptt-full":
-        return ["model.learning=tbptt", f"learner.unroll_length={episode_steps}"]
+        # in step: a segment of the episode's length then holds one whole episode; out of step (env.desync) it
+        # would hold the end of one and the start of the next, and the cue and its query would fall in two
+        return ["model.learning=tbptt", f"learner.unroll_length={episode_steps}", "env.desync=false"]
     if method == "feedforward":
         return ["model.core=none", "model.learning=tbptt"]
     if method == "a2c":

@@ -232,7 +232,7 @@ def test_bench_memory_runs_held_out_popgym_tasks_at_their_own_span(tmp_path, cap
     """popgym:<Name> runs once, at its episode length whatever --spans says (RepeatFirstEasy: 51 steps),
     with full BPTT over that length for tbptt-full; a name POPGym lacks, or a task without a fixed episode
     length, is refused before any run starts."""
-    from r2ac.bench.memory import main, run_config
+    from r2ac.bench.memory import METHODS, main, run_config
 
     out = tmp_path / "bm"
     assert main(["--tasks", "popgym:RepeatFirstEasy", "--spans", "3,7", "--methods", "rtrl", "--seeds", "0",
@@ -244,6 +244,10 @@ def test_bench_memory_runs_held_out_popgym_tasks_at_their_own_span(tmp_path, cap
     assert (out / "runs" / "popgym-RepeatFirstEasy-51-rtrl-s0" / "metrics.csv").exists()
     cfg = run_config("configs/quickstart.yaml", "popgym:RepeatFirstEasy", 3, "tbptt-full", 0, str(tmp_path / "c"))
     assert (cfg.env.id, cfg.learner.unroll_length, cfg.model.learning) == ("popgym:RepeatFirstEasy", 51, "tbptt")
+    # full BPTT's segments are whole episodes only with the envs in step; the other methods keep the default
+    cue = {m: run_config("configs/quickstart.yaml", "cue-pixels", 100, m, 0, str(tmp_path / m)) for m in METHODS}
+    assert not cue["tbptt-full"].env.desync and cue["tbptt-full"].learner.unroll_length == 102
+    assert all(c.env.desync for m, c in cue.items() if m != "tbptt-full")
     for bad in ("popgym:Nope", "popgym:HigherLowerEasy"):
         with pytest.raises(SystemExit):
             main(["--tasks", bad, "--out", str(out)])
