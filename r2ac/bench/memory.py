@@ -39,8 +39,8 @@ steps answered right, times 2, minus 1; chance -0.5 with 4 suits); pick ``--thre
 
 Methods (``--methods``): ``rtrl`` (the config as is), ``tbptt`` (truncated at the same M), ``tbptt-full``
 (M = the episode length, full BPTT where memory allows; its envs start in step, ``env.desync=false``, so each
-segment is one whole episode: out of step a segment would cut every episode in two), ``feedforward`` (``model.core=none``), ``a2c``
-(the synchronous reference learner with Adam, ``r2ac.agent.a2c``).
+segment is one whole episode: out of step a segment would cut every episode in two), ``feedforward``
+(``model.core=none``), ``a2c`` (the synchronous reference learner with Adam, ``r2ac.agent.a2c``).
 
 Writes ``<out>/memory_runs.csv`` (one row per run), ``<out>/memory.csv`` (medians over seeds),
 ``<out>/memory.md`` (the per-seed table of docs/results.md),
