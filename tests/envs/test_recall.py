@@ -93,10 +93,14 @@ def test_cue_fixed_layout_draws_nothing_more():
     b = make_vec_env("cue", 8, 3, span=5, span_min=5, cue_delay=0, distractors=0.5)
     assert np.array_equal(a.reset(), b.reset())
     assert np.array_equal(a.desync(np.random.default_rng(1)), b.desync(np.random.default_rng(1)))
+    # the draws of the env before these options existed (recorded from that code, commit 0806b7c)
+    assert a.cue.tolist() == [2, 0, 0, 0, 0, 2, 2, 1] and a.t.tolist() == [3, 3, 5, 6, 0, 1, 5, 6]
     for k in range(30):
         act = np.full(8, k % 3, dtype=np.int64)
-        for x, y in zip(a.step(act)[:3], b.step(act)[:3]):
+        sa, sb = a.step(act), b.step(act)
+        for x, y in zip(sa[:3], sb[:3]):
             assert np.array_equal(x, y)
+    assert a.cue.tolist() == [0, 1, 0, 1, 0, 2, 1, 0] and int(sa[0].astype(np.int64).sum()) == 426121
 
 
 def test_copy_rewards_each_bit():
