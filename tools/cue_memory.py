@@ -8,14 +8,15 @@ For each run: its newest checkpoint (``--initial``: also its config freshly init
 ``--episodes`` fresh episodes of its task side by side, and we record
 
 - ``decode_t0`` / ``decode_query``: how well the cue can be read from the cell state c, right after the cue frame
-  and at the query frame: a least-squares linear read-out (one-hot targets, fitted on half the episodes, scored
-  on the other half; chance 1 / cues). This is what the policy head could reach with ideal learning.
+  (at whatever step the episode shows it: env option ``cue_delay``) and at the query frame: a least-squares
+  linear read-out (one-hot targets, fitted on half the episodes, scored on the other half; chance 1 / cues).
+  This is what the policy head could reach with ideal learning.
 - ``policy``: how often the action at the query names the cue (sampled, as in training), ``greedy`` likewise.
 - ``snr_best`` / ``snr_median``: per unit, the variance of c at the query between cues over its variance
   within a cue; the best unit and the median unit.
 - ``write_cue`` / ``write_noise`` / ``write_blank``: the median over units of the write rate 1 - f on the cue
-  frame, on noise frames and on blank frames (eLSTM: c(t) = f c(t-1) + (1 - f) z). Keeping the cue through
-  noise needs write_noise far below write_cue.
+  frame, on noise frames and on blank frames (those before and after the cue; eLSTM: c(t) = f c(t-1) +
+  (1 - f) z). Keeping the cue through noise needs write_noise far below write_cue.
 
 ``--set`` overrides the runs' configs (as in ``tools/gate_drive.py``).
 """
@@ -59,17 +60,20 @@ def probe(policy: Policy, options: dict, episodes: int, seed: int = 12345) -> di
     net = policy.net
     if getattr(net.core, "name", "") != "elstm":
         raise SystemExit("cue_memory: the run's core is not the eLSTM (the write rates read its keep gate)")
-    opts = {k: v for k, v in options.items() if k in ("span", "cues", "obs", "size", "distractors")}
+    opts = {k: v for k, v in options.items()
+            if k in ("span", "cues", "obs", "size", "distractors", "span_min", "cue_delay")}
     env = CueVecEnv(episodes, seed, **opts)
-    cues, span = env.cues, env.span
+    cues = env.cues
     obs = env.reset()
-    cue = env.cue.copy()
+    cue, cue_step, query_step = env.cue.copy(), env.cue_step.copy(), env.query_step.copy()
     state = policy.initial_state(episodes)
     writes = {"cue": [], "noise": [], "blank": []}
-    c0 = cq = None
-    right = greedy_right = None
+    c0 = np.zeros((episodes, net.core.hidden_size), dtype=np.float32)
+    cq = np.zeros_like(c0)
+    right = np.zeros(episodes, dtype=bool)
+    greedy_right = np.zeros(episodes, dtype=bool)
     reward = done = None
-    for t in range(span + 2):
+    for t in range(int(query_step.max()) + 1):  # each env's first episode, from its frame 0 to its query
         x = torch.as_tensor(obs)
         first = state.first.clone() if done is None else torch.as_tensor(done)
         feats = net.features(x.unsqueeze(0))[0]
@@ -77,27 +81,31 @@ def probe(policy: Policy, options: dict, episodes: int, seed: int = 12345) -> di
         xin = net.core_input(feats.unsqueeze(0), r.unsqueeze(0), state.action.unsqueeze(0), first.unsqueeze(0))[0]
         c_prev = state.core["c"] * (~first).to(xin.dtype)[:, None]
         f = torch.sigmoid(xin @ net.core.F.T + net.core.w_f * c_prev + net.core.b_f)
-        if t == 0:
-            writes["cue"].append((1 - f).median(0).values)
-        elif t <= span:
-            flat = x.reshape(episodes, -1).float()
-            is_noise = flat.abs().sum(1) > 0
-            if is_noise.any():
-                writes["noise"].append((1 - f[is_noise]).mean(0))
-            if (~is_noise).any():
-                writes["blank"].append((1 - f[~is_noise]).mean(0))
+        at_cue = torch.as_tensor(t == cue_step)
+        between = torch.as_tensor((t != cue_step) & (t < query_step))  # blank or noise frames of the episode
+        if at_cue.any():
+            writes["cue"].append((1 - f[at_cue]))
+        if between.any():
+            is_noise = x.reshape(episodes, -1).float().abs().sum(1) > 0
+            for key, m in (("noise", between & is_noise), ("blank", between & ~is_noise)):
+                if m.any():
+                    writes[key].append((1 - f[m]).mean(0))  # per step: the mean over episodes
         action, state, logits = policy.act_with_logits(obs, state, reward=reward, done=done)
-        if t == 0:
-            c0 = state.core["c"].numpy().copy()
-        if t == span + 1:
-            cq = state.core["c"].numpy().copy()
-            right = float((action == cue).mean())
-            greedy_right = float((logits.argmax(-1).numpy() == cue).mean())
+        c = state.core["c"].numpy()
+        c0[t == cue_step] = c[t == cue_step]
+        at_q = t == query_step
+        cq[at_q] = c[at_q]
+        right[at_q] = (np.asarray(action) == cue)[at_q]
+        greedy_right[at_q] = (logits.argmax(-1).numpy() == cue)[at_q]
         obs, reward, done, _ = env.step(np.asarray(action))
+    right, greedy_right = float(right.mean()), float(greedy_right.mean())
     snr = unit_snr(cq, cue, cues)
 
-    def med(key):
-        return float(torch.stack(writes[key]).mean(0).median()) if writes[key] else float("nan")
+    def med(key):  # cue: per unit the median over episodes; noise, blank: the mean over steps; then over units
+        if not writes[key]:
+            return float("nan")
+        per_unit = torch.cat(writes[key]).median(0).values if key == "cue" else torch.stack(writes[key]).mean(0)
+        return float(per_unit.median())
 
     return {"episodes": episodes, "decode_t0": linear_decode(c0, cue, cues),
             "decode_query": linear_decode(cq, cue, cues), "policy": right, "greedy": greedy_right,

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-__all__ = ["centre_frame", "core_input", "core_input_size"]
+__all__ = ["centre_frame", "channel_spread", "core_input", "core_input_size"]
 
 
 def core_input_size(feature_size: int, reward_input: bool, prev_action_input: bool, action_dim: int,
@@ -61,6 +61,15 @@ def centre_frame(pixels: Tensor, channels: int, statistic: str = "mean") -> tupl
     elif statistic == "median_feed_mean":
         centres = x.mean(-1)
     return (x - m).flatten(-2), centres
+
+
+def channel_spread(centred: Tensor, channels: int) -> Tensor:
+    """Centred frames [..., C*H*W] (``centre_frame``'s first output) -> each channel's mean absolute value over
+    the frame [..., C]: how far a channel's pixels lie from its centre, the frame's contrast. A uniform frame
+    (a colour, black, white) has 0 in every channel; a frame of uniform noise in [0, 1] about 0.25."""
+    if centred.shape[-1] % channels:
+        raise ValueError(f"channel_spread: {centred.shape[-1]} pixel features do not split into {channels} channels")
+    return centred.unflatten(-1, (channels, centred.shape[-1] // channels)).abs().mean(-1)
 
 
 def core_input(features: Tensor, reward: Tensor, prev_action: Tensor, *, reward_input: bool,

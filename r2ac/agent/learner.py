@@ -151,6 +151,8 @@ class Learner:
             group["lr"] = lr
         self.optimizer.step()
         self.net.core.project_()
+        if key == "obs":  # model.running_centres: the batch's new frames (frame 0 ended the previous batch)
+            self.net.observe_frames(batch["obs"][1:])
         self.nonfinite_in_row = 0
         self.updates += 1
         self.steps += (T1 - 1) * B

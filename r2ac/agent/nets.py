@@ -91,6 +91,28 @@ def resolve_centre_frames(value: bool | str, stem) -> bool:
     return value
 
 
+def resolve_running_centres(value: bool | str, centre_frames: bool) -> bool:
+    """``model.running_centres`` as a bool. ``"auto"``: true where frames are centred (``centre_frames``).
+
+    Why: the channel centres are the frame's uniform part, and a frame kind that fills many steps (a noise
+    frame's grey, 0.5 in every channel) feeds all C of them the same positive value step after step. Through
+    the RTRL sensitivities of the C input columns (``Zhat(t) = ch * Zhat(t-1) + outer(zh, x(t))``) those
+    frames add one large common term to the gradient of every column, while the cue's colour lives only in
+    the columns' differences; Adam normalises each weight by its gradient's size, so the common term shrank
+    the colour's steps. Centred on their running mean over the frames trained on, those frames feed about 0
+    on average, and a cue shown among noise frames at a time nothing marks went from chance to solved
+    (docs/results.md, "A cue at an unknown time among noise frames")."""
+    if value == "auto":
+        return bool(centre_frames)
+    if not isinstance(value, bool):
+        raise ValueError(f"model.running_centres must be true, false or 'auto', got {value!r}")
+    if value and not centre_frames:
+        raise ValueError("model.running_centres=true needs centred frames (model.centre_frames true, or auto with "
+                         "raw image frames and stem none): it centres the channel centres they feed; set "
+                         "model.running_centres=false (or auto)")
+    return value
+
+
 def _positive(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"{name} must be a number > 0 or 'auto', got {value!r}")
@@ -104,7 +126,8 @@ class AgentNet(nn.Module):
                  prev_action_input: bool = False, reward_clip: float = 1.0, input_scale: float | str = "auto",
                  carry_inputs_across_episodes: bool = False, episode_start_input: bool = False,
                  episode_start_value: float | str = "auto", centre_frames: bool | str = "auto",
-                 frame_centre: str = "median_feed_mean"):
+                 frame_centre: str = "median_feed_mean", frame_spread: bool = False,
+                 running_centres: bool | str = False):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -121,7 +144,19 @@ class AgentNet(nn.Module):
         if frame_centre not in FRAME_CENTRES:
             raise ValueError(f"model.frame_centre must be one of {', '.join(FRAME_CENTRES)}, got {frame_centre!r}")
         self.frame_centre = frame_centre
-        centre_inputs = self.frame_channels * (2 if frame_centre == "median_mean" else 1)
+        if not isinstance(frame_spread, bool):
+            raise ValueError(f"model.frame_spread must be true or false, got {frame_spread!r}")
+        if frame_spread and not self.centre_frames:
+            raise ValueError("model.frame_spread=true needs centred frames (model.centre_frames true, or auto with "
+                             "raw image frames and stem none): the spread is each channel's mean distance from "
+                             "its centre; set model.frame_spread=false")
+        self.frame_spread = frame_spread
+        centre_inputs = self.frame_channels * (2 if frame_centre == "median_mean" else 1) + (
+            self.frame_channels if frame_spread else 0)
+        self.running_centres = resolve_running_centres(running_centres, self.centre_frames)
+        if self.running_centres:  # the running mean of the frame statistics, and how many frames it holds
+            self.register_buffer("centre_mean", torch.zeros(centre_inputs))
+            self.register_buffer("centre_frames_seen", torch.zeros((), dtype=torch.float64))
         self.feature_size = self.stem.output_size + centre_inputs
         self.core_input_size = inputs.core_input_size(self.feature_size, reward_input, prev_action_input,
                                                       num_actions, self.episode_start_input)
@@ -140,7 +175,8 @@ class AgentNet(nn.Module):
                    carry_inputs_across_episodes=model_cfg.carry_inputs_across_episodes,
                    episode_start_input=model_cfg.episode_start_input,
                    episode_start_value=model_cfg.episode_start_value,
-                   centre_frames=model_cfg.centre_frames, frame_centre=model_cfg.frame_centre)
+                   centre_frames=model_cfg.centre_frames, frame_centre=model_cfg.frame_centre,
+                   frame_spread=model_cfg.frame_spread, running_centres=model_cfg.running_centres)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -166,11 +202,37 @@ class AgentNet(nn.Module):
         """The features' part of the core input [..., feature_size]: the stem's features times ``input_scale``;
         with ``centre_frames``, each channel of the raw frame minus its median or mean (``frame_centre``)
         over the frame (times ``input_scale``), then the C (or 2C) channel centres, unscaled
-        (``inputs.centre_frame``)."""
+        (``inputs.centre_frame``), then with ``frame_spread`` the C channel spreads, unscaled
+        (``inputs.channel_spread``); with ``running_centres`` the centres and spreads minus their running mean
+        (``observe_frames``)."""
         if self.centre_frames:
-            pixels, centres = inputs.centre_frame(features, self.frame_channels, self.frame_centre)
-            return torch.cat([pixels * self.input_scale, centres], -1)
+            pixels, stats = self._frame_stats(features)
+            if self.running_centres:
+                stats = stats - self.centre_mean.to(stats.dtype)
+            return torch.cat([pixels * self.input_scale, stats], -1)
         return features * self.input_scale if self.input_scale != 1.0 else features
+
+    def _frame_stats(self, features: Tensor) -> tuple[Tensor, Tensor]:
+        """Raw frames [..., C*H*W] -> (centred pixels, unscaled; the channel centres then spreads [..., K])."""
+        pixels, centres = inputs.centre_frame(features, self.frame_channels, self.frame_centre)
+        if self.frame_spread:
+            centres = torch.cat([centres, inputs.channel_spread(pixels, self.frame_channels)], -1)
+        return pixels, centres
+
+    @torch.no_grad()
+    def observe_frames(self, obs: Tensor) -> None:
+        """``running_centres``: fold the frame statistics of these frames [..., *obs_shape] into their running
+        mean (the mean over every frame observed so far); a no-op otherwise. The learners call it after each
+        applied update with the batch's new frames; the mean travels with the weights (a buffer of the
+        state dict) to the actors and into checkpoints."""
+        if not self.running_centres:
+            return
+        _, stats = self._frame_stats(self.features(obs))
+        flat = stats.reshape(-1, stats.shape[-1]).to(torch.float64)
+        seen = self.centre_frames_seen + flat.shape[0]
+        mean = self.centre_mean.to(torch.float64)
+        self.centre_mean.copy_((mean + (flat.sum(0) - flat.shape[0] * mean) / seen).to(self.centre_mean.dtype))
+        self.centre_frames_seen.copy_(seen)
 
     def core_input(self, features: Tensor, reward: Tensor, prev_action: Tensor,
                    done: Optional[Tensor] = None) -> Tensor:

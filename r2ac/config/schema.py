@@ -111,6 +111,13 @@ class ModelConfig:
         "the means as inputs; 'median': minus the median, the medians as inputs; 'median_mean': minus the "
         "median, both the medians and the means as 2C inputs (docs/results.md, 'Mean, median or both' and "
         "'Minus the median, the means as inputs')")
+    frame_spread: bool = _f(
+        False, "with centre_frames, C more inputs: each channel's mean absolute distance from its centre over "
+        "the frame (its contrast: 0 on a uniform frame, about 0.25 on uniform noise), unscaled")
+    running_centres: bool | Literal["auto"] = _f(
+        "auto", "the channel centres (and spreads) that centre_frames feeds enter minus their running mean over "
+        "every frame the learner has trained on (kept with the weights); 'auto': on with centred frames "
+        "(docs/results.md says why)")
     prev_action_input: bool = _f(False, "feed the previous action (one-hot) to the core")
     input_scale: float | Literal["auto"] = _f(
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "

@@ -48,10 +48,11 @@ def build_ppo_net(cfg: Config, venv) -> PPONet:
     """The network of Elelimy et al. 2024: the tanh encoder ``ppo.encoder`` (the paper: one 64-unit layer),
     the core of ``cfg.model``, the actor and critic heads."""
     m = cfg.model
-    if m.centre_frames is True:
-        raise ValueError("model.centre_frames=true is for raw image frames entering the IMPALA/A2C core "
-                         "(model.stem=none); PPO's input is the normalised observation (ppo.normalize_observations): "
-                         "set model.centre_frames=auto or false with algo=ppo")
+    if m.centre_frames is True or m.frame_spread or m.running_centres is True:
+        raise ValueError("model.centre_frames=true, model.frame_spread=true and model.running_centres=true are for "
+                         "raw image frames entering the IMPALA/A2C core (model.stem=none); PPO's input is the "
+                         "normalised observation (ppo.normalize_observations): set model.centre_frames and "
+                         "model.running_centres to auto or false and model.frame_spread=false with algo=ppo")
     kind, dim = action_spec(venv)
     obs_size = int(np.prod(venv.observation_shape))
     d_in = core_input_size(obs_size, m.reward_input, m.prev_action_input, dim, m.episode_start_input)

@@ -11,7 +11,7 @@ import torch
 from r2ac.agent.actor import Actor
 from r2ac.agent.learner import Learner, NonFiniteLossError
 from r2ac.agent.losses import impala_loss
-from r2ac.agent.inputs import centre_frame
+from r2ac.agent.inputs import centre_frame, channel_spread
 from r2ac.agent.nets import RAW_PIXEL_EPISODE_START_VALUE, RAW_PIXEL_INPUT_SCALE, AgentNet
 from r2ac.agent.trajectory import Batcher, concat, validate
 from r2ac.config import ConfigError, config_from_dict, config_to_dict, load_config, upgrade_resolved
@@ -25,9 +25,11 @@ def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True
     (4x4 frames, span 3) with the raw frames centred into the core (stem none, model.centre_frames) and the
     episode-start flag."""
     torch.manual_seed(seed)
-    if pixels:
+    if pixels:  # "<frame_centre>[+spread][+running]": also model.frame_spread, model.running_centres
         venv = make_vec_env("cue", 3, seed, obs="pixels", size=4, span=3, distractors=0.5)
-        kw = dict(stem="none", centre_frames=True, frame_centre=pixels, episode_start_input=True)
+        centre, *extra = pixels.split("+")
+        kw = dict(stem="none", centre_frames=True, frame_centre=centre, episode_start_input=True,
+                  frame_spread="spread" in extra, running_centres="running" in extra)
     else:
         venv = make_vec_env("tmaze", 3, seed, corridor_length=4)
         kw = dict(stem="mlp", stem_channels=[], stem_fc=8)
@@ -36,6 +38,9 @@ def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True
     net = net.to(dtype)
     if frozen:
         net.freeze_stem()
+    if getattr(net, "running_centres", False):  # a running mean away from 0 (noise frames)
+        net.observe_frames(torch.randint(0, 256, (4, 3, *venv.observation_shape), dtype=torch.uint8))
+        assert net.centre_mean.abs().min() > 0
     return net, venv
 
 
@@ -108,7 +113,8 @@ def _loss(net, outputs, traj):
 
 @pytest.mark.parametrize("learning, pixels", [("rtrl", False), ("tbptt", False), ("rtrl", "mean"),
                                              ("rtrl", "median"), ("rtrl", "median_mean"),
-                                             ("rtrl", "median_feed_mean")])
+                                             ("rtrl", "median_feed_mean"),
+                                             ("rtrl", "median_feed_mean+spread+running")])
 def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning, pixels):
     """float64: the sum of the learner's per-trajectory gradients equals full-sequence BPTT of the same
     losses when actor and learner weights agree (RTRL), and differs for TBPTT; also with raw pixel frames
@@ -576,6 +582,102 @@ def test_centre_frames_feeds_centred_scaled_pixels_then_the_means():
     assert load_config("configs/quickstart.yaml").learner.logit_penalty == 1e-3
     del old["learner"]["logit_penalty"]  # saved before the key: no penalty on the logits
     assert config_from_dict(upgrade_resolved(old)).learner.logit_penalty == 0.0
+
+
+def test_frame_spread_feeds_each_channels_contrast_after_the_centres():
+    """model.frame_spread: C more inputs after the centres, each channel's mean |pixel - centre| over the frame
+    (unscaled): 0 on a uniform frame, about 0.25 on uniform noise; it needs centred frames (a clear error
+    otherwise, and with PPO); a run saved before the key read false."""
+    uniform = torch.zeros(1, 3, 4, 4)
+    uniform[:, 0] = 1.0  # a red frame
+    assert torch.equal(channel_spread(centre_frame(uniform.flatten(1), 3, "median")[0], 3), torch.zeros(1, 3))
+    frame = torch.tensor([[0.0, 0.0, 1.0, 3.0], [2.0, 2.0, 2.0, 6.0]])  # 2 channels of 2 pixels each
+    centred, _ = centre_frame(frame, 2, "mean")  # channel means 0, 2 / 1 & 4 -> |x - mean| 0,0 / 1,1 / ... per row
+    assert torch.allclose(channel_spread(centred, 2), torch.tensor([[0.0, 1.0], [0.0, 2.0]]))
+    noise = torch.rand(2000, 3 * 16 * 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    spread = channel_spread(centre_frame(noise, 3, "median")[0], 3)
+    assert abs(spread.mean().item() - 0.25) < 0.005
+    with pytest.raises(ValueError, match="channel_spread: 7 pixel features do not split into 3 channels"):
+        channel_spread(torch.zeros(7), 3)
+    net = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, frame_spread=True, episode_start_input=True)
+    plain = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, episode_start_input=True)
+    assert not plain.frame_spread and net.feature_size == plain.feature_size + 3 == 48 + 6
+    obs = torch.randint(0, 256, (2, 3, 3, 4, 4), dtype=torch.uint8)
+    feats = net.features(obs)
+    centred, centres = centre_frame(feats, 3, "median_feed_mean")
+    assert torch.allclose(net.scaled_features(feats),
+                          torch.cat([RAW_PIXEL_INPUT_SCALE * centred, centres, channel_spread(centred, 3)], -1))
+    x = net.core_input(feats, torch.ones(2, 3), torch.zeros(2, 3, dtype=torch.int64),
+                       torch.zeros(2, 3, dtype=torch.bool))
+    assert x.shape[-1] == net.core_input_size == 48 + 6 + 1 + 1
+    out, _ = net({"obs": obs, "reward": torch.zeros(2, 3), "action": torch.zeros(2, 3, dtype=torch.int64),
+                  "done": torch.zeros(2, 3, dtype=torch.bool)}, net.initial_state(3))
+    assert out["policy_logits"].shape == (2, 3, 3)
+    cfg = load_config("configs/quickstart.yaml", ["model.frame_spread=true"])
+    assert AgentNet.from_config(cfg.model, (3, 4, 4), 3).frame_spread
+    assert load_config("configs/quickstart.yaml").model.frame_spread is False
+    with pytest.raises(ValueError, match="model.frame_spread=true needs centred frames"):
+        AgentNet((3, 4, 4), 3, stem="none", centre_frames=False, frame_spread=True)
+    with pytest.raises(ValueError, match="model.frame_spread=true needs centred frames"):
+        AgentNet((5,), 3, stem="none", frame_spread=True)
+    with pytest.raises(ValueError, match="model.frame_spread must be true or false"):
+        AgentNet((3, 4, 4), 3, stem="none", frame_spread="yes")
+    with pytest.raises(ConfigError, match=r"model\.frame_spread"):
+        load_config("configs/quickstart.yaml", ["model.frame_spread=sometimes"])
+    old = config_to_dict(load_config("configs/quickstart.yaml", ["model.frame_spread=true"]))
+    del old["model"]["frame_spread"]
+    assert config_from_dict(upgrade_resolved(old)).model.frame_spread is False
+
+
+def test_running_centres_subtract_the_mean_of_every_frame_trained_on():
+    """model.running_centres: the channel centres (and spreads) enter minus their mean over every frame the
+    learner has observed; the learner folds in each applied batch's new frames (obs[1:]); the mean is a buffer
+    of the state dict (actors, checkpoints); 'auto' is on with centred frames; a run saved before the key
+    read false."""
+    shape = (3, 4, 4)
+    net = AgentNet(shape, 3, stem="none", hidden_size=4, running_centres=True, frame_spread=True)
+    off = AgentNet(shape, 3, stem="none", hidden_size=4, frame_spread=True)
+    assert not off.running_centres and "centre_mean" not in off.state_dict()
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(0, 256, (2, 5, *shape), dtype=torch.uint8, generator=g)
+    b = torch.randint(0, 100, (3, 2, *shape), dtype=torch.uint8, generator=g)
+    feats = net.features(a)
+    assert torch.equal(net.scaled_features(feats), off.scaled_features(feats))  # nothing observed yet: mean 0
+    net.observe_frames(a)
+    net.observe_frames(b)
+    _, stats_a = net._frame_stats(net.features(a))
+    _, stats_b = net._frame_stats(net.features(b))
+    every = torch.cat([stats_a.reshape(-1, 6), stats_b.reshape(-1, 6)]).double()
+    assert net.centre_frames_seen.item() == 16 and torch.allclose(net.centre_mean.double(), every.mean(0))
+    assert torch.allclose(net.scaled_features(feats)[..., 48:], off.scaled_features(feats)[..., 48:] - net.centre_mean)
+    assert torch.equal(net.scaled_features(feats)[..., :48], off.scaled_features(feats)[..., :48])
+    off.observe_frames(a)  # a no-op without the option
+    fresh = AgentNet(shape, 3, stem="none", hidden_size=4, running_centres=True, frame_spread=True)
+    fresh.load_state_dict(net.state_dict())
+    assert torch.equal(fresh.centre_mean, net.centre_mean) and fresh.centre_frames_seen.item() == 16
+    # the learner: one applied update observes the batch's M new frames of each of its B trajectories
+    torch.manual_seed(0)
+    venv = make_vec_env("cue", 3, 0, obs="pixels", size=4, span=3, distractors=0.5)
+    net = AgentNet(venv.observation_shape, venv.num_actions, stem="none", hidden_size=5, running_centres=True)
+    batch = Actor(copy.deepcopy(net), venv, M, seed=1).rollout()
+    Learner(net, _learner_cfg(), 10**6).update(batch)
+    _, stats = net._frame_stats(net.features(batch["obs"][1:]))
+    assert net.centre_frames_seen.item() == M * 3
+    assert torch.allclose(net.centre_mean, stats.reshape(-1, 3).mean(0), atol=1e-6)
+    # auto: on where frames are centred; true without centred frames is a clear error
+    for stem, shp, expected in (("none", (3, 8, 8), True), ("none", (5,), False), ("impala", (3, 16, 16), False)):
+        cfg = load_config("configs/quickstart.yaml", [f"model.stem={stem}"])
+        assert cfg.model.running_centres == "auto"
+        assert AgentNet.from_config(cfg.model, shp, 3).running_centres is expected
+    with pytest.raises(ValueError, match="model.running_centres=true needs centred frames"):
+        AgentNet(shape, 3, stem="none", centre_frames=False, running_centres=True)
+    with pytest.raises(ValueError, match="model.running_centres must be true, false or 'auto'"):
+        AgentNet(shape, 3, stem="none", running_centres="yes")
+    with pytest.raises(ConfigError, match=r"model\.running_centres"):
+        load_config("configs/quickstart.yaml", ["model.running_centres=sometimes"])
+    old = config_to_dict(load_config("configs/quickstart.yaml"))
+    del old["model"]["running_centres"]
+    assert config_from_dict(upgrade_resolved(old)).model.running_centres is False
 
 
 @pytest.mark.parametrize("stem, shape, expected", [("none", (3, 8, 8), RAW_PIXEL_INPUT_SCALE), ("none", (5,), 1.0),

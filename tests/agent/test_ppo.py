@@ -329,8 +329,9 @@ def test_ppo_episode_start_input_marks_the_first_frame_of_each_episode(tmp_path)
     assert torch.equal(ro.x[..., -1], 3.0 * ro.reset.to(ro.x.dtype))
     # model.centre_frames is the IMPALA/A2C agent's: auto leaves PPO's input as it was, true is refused
     assert build_ppo_net(_cfg(tmp_path, "model.centre_frames=auto"), venv).input_size == net.input_size - 1
-    with pytest.raises(ValueError, match="centre_frames=true is for raw image frames"):
-        build_ppo_net(_cfg(tmp_path, "model.centre_frames=true"), venv)
+    for bad in ("model.centre_frames=true", "model.frame_spread=true", "model.running_centres=true"):
+        with pytest.raises(ValueError, match="running_centres=true are for raw image frames"):
+            build_ppo_net(_cfg(tmp_path, bad), venv)
 
 
 def test_train_ppo_memory_budget_is_a_clear_error(tmp_path):

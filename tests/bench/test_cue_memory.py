@@ -42,6 +42,19 @@ def test_write_rates_of_a_hand_set_network(tmp_path, load_tool):
     r = tool.probe(Policy(net, cfg), {"span": 4, "distractors": 0.5}, 40)
     assert r["write_cue"] == r["write_noise"] == r["write_blank"] == pytest.approx(0.5)
     assert r["decode_t0"] == 1.0  # the cue frame was just written
+    # a cue at an unknown time (cue_delay) and drawn spans (span_min): read right after each episode's own cue
+    # frame and at its own query; every frame before and after the cue counts as blank or noise
+    opts = {"span": 6, "span_min": 2, "cue_delay": 5, "distractors": 0.5}
+    r = tool.probe(Policy(net, cfg), opts, 40)
+    assert r["write_cue"] == r["write_noise"] == r["write_blank"] == pytest.approx(0.5)
+    assert r["decode_t0"] >= 0.8 and 0.0 <= r["policy"] <= 1.0 and 0.0 <= r["greedy"] <= 1.0  # noise before it
+    with torch.no_grad():  # f = 0: c holds only the frame just seen, so the cue is in c right after its own
+        net.core.b_f.fill_(-30.0)  # step (at whatever step each episode shows it) and gone at the query
+        net.core.w_z.zero_()  # z from the frame alone: not from c(t-1) ...
+        net.core.Z[:, -1] = 0.0  # ... nor from the episode-start flag (the last input) where the cue is frame 0
+    r = tool.probe(Policy(net, cfg), {**opts, "distractors": 0.0}, 60)
+    assert r["write_cue"] == r["write_blank"] == pytest.approx(1.0)
+    assert r["decode_t0"] == 1.0 and r["decode_query"] < 0.6
 
 
 def test_cue_memory_reads_a_run(tmp_path, capsys, load_tool, tiny_run):
