@@ -101,7 +101,7 @@ def resolve_running_centres(value: bool | str, centre_frames: bool) -> bool:
     the columns' differences; Adam normalises each weight by its gradient's size, so the common term shrank
     the colour's steps. Centred on their running mean over the frames trained on, those frames feed about 0
     on average, and a cue shown among noise frames at a time nothing marks went from chance to solved
-    (docs/results.md, "A cue at an unknown time among noise frames")."""
+    (docs/results.md, "A cue among noise frames at an unknown time")."""
     if value == "auto":
         return bool(centre_frames)
     if not isinstance(value, bool):
