@@ -198,7 +198,7 @@ class _Worker:
             try:
                 self.conn.send_bytes(b"C")
                 self._expect_ok("closing")
-            except DMLabError:
+            except (DMLabError, OSError, EOFError):  # a worker that is dying or dead closes its pipe first
                 pass
             try:
                 self.proc.wait(timeout=10)
