@@ -592,7 +592,7 @@ def test_frame_spread_feeds_each_channels_contrast_after_the_centres():
     uniform[:, 0] = 1.0  # a red frame
     assert torch.equal(channel_spread(centre_frame(uniform.flatten(1), 3, "median")[0], 3), torch.zeros(1, 3))
     frame = torch.tensor([[0.0, 0.0, 1.0, 3.0], [2.0, 2.0, 2.0, 6.0]])  # 2 channels of 2 pixels each
-    centred, _ = centre_frame(frame, 2, "mean")  # channel means 0, 2 / 1 & 4 -> |x - mean| 0,0 / 1,1 / ... per row
+    centred, _ = centre_frame(frame, 2, "mean")  # rows: channels [0, 0], [1, 3] and [2, 2], [2, 6]
     assert torch.allclose(channel_spread(centred, 2), torch.tensor([[0.0, 1.0], [0.0, 2.0]]))
     noise = torch.rand(2000, 3 * 16 * 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     spread = channel_spread(centre_frame(noise, 3, "median")[0], 3)
