@@ -561,6 +561,14 @@ def plot_matrix(rows: List[Dict], path: str) -> None:
     plt.close(fig)
 
 
+def plot_horizon_s(curves: Dict[str, list], minutes: float) -> float:
+    """The wall time the curves' plot spans: the longest curve's end, or ``minutes`` when there is none. With
+    ``--report`` the runs may have had other budgets than this call's ``--minutes`` (default 10), and a plot
+    cut at it would hide what came later."""
+    ends = [c[-1][0] for c in curves.values() if c]
+    return max(ends) if ends else minutes * 60
+
+
 def plot(runs: List[Dict], curves: Dict[str, list], path: str, threshold: float, minutes: float) -> None:
     import matplotlib
 
@@ -572,7 +580,7 @@ def plot(runs: List[Dict], curves: Dict[str, list], path: str, threshold: float,
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
-    grid = np.linspace(0, minutes * 60, 121)
+    grid = np.linspace(0, plot_horizon_s(curves, minutes), 121)
     for ax, (task, span) in zip(axes.flat, panels):
         for i, method in enumerate(METHODS):
             cs = [curves[r["run_dir"]] for r in runs if (r["task"], r["span"], r["method"]) == (task, span, method)

@@ -98,3 +98,14 @@ def test_compare_sets_settings_side_by_side_in_steps(tmp_path, capsys):
         with pytest.raises(SystemExit):
             main(["--compare", *bad, "--out", str(out)])
         assert says in capsys.readouterr().err, bad
+
+
+def test_plot_spans_the_longest_run_not_the_default_minutes():
+    """``--report`` over runs of 25 minutes with the default ``--minutes`` (10) plotted only their first 10."""
+    from r2ac.bench.memory import plot_horizon_s
+
+    curves = {"a": [(30.0, 1e4, 0.3), (1500.0, 1e7, 0.8)], "b": [(30.0, 1e4, 0.3), (600.0, 4e6, 0.4)],
+              "c": []}
+    assert plot_horizon_s(curves, 10.0) == 1500.0
+    assert plot_horizon_s({"a": [(30.0, 1e4, 0.3), (170.0, 1e6, 0.4)]}, 3.0) == 170.0
+    assert plot_horizon_s({"c": []}, 3.0) == 180.0
