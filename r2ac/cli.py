@@ -88,7 +88,7 @@ def _train(args) -> int:
         print(f"r2ac {args.command}: stopped: {e}\nThe last checkpoint is kept; after fixing the cause "
               f"{_again(args.command, run_dir)}.", file=sys.stderr)
         return 3
-    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM with runtime.kind=ray): a checkpoint was written
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run wrote a checkpoint on its way out
         print(f"r2ac {args.command}: interrupted; {_again(args.command, run_dir)}", file=sys.stderr)
         return 130
     except BaseException:

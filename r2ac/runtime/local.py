@@ -48,7 +48,7 @@ def train(cfg: Config, resume: bool = False, time_limit_s: Optional[float] = Non
             session.tick()
 
     try:
-        return session.run(loop)
+        return session.run(loop, signals=True)
     finally:
         for a in actors:
             a.close()

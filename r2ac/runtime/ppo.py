@@ -172,6 +172,6 @@ def train_ppo(cfg: Config, resume: bool = False, *, time_limit_s: Optional[float
                     session.checkpoint()
                     t_ckpt = time.time()
 
-        return session.run(loop)
+        return session.run(loop, signals=True)
     finally:
         venv.close()

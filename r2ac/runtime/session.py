@@ -17,7 +17,11 @@ import collections
 import dataclasses
 import json
 import math
+import contextlib
 import os
+import signal
+import sys
+import threading
 import time
 import warnings
 from typing import Callable, Dict, List, Optional, Sequence
@@ -132,6 +136,41 @@ def stop_status(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted"
     return f"failed: {type(exc).__name__}"
+
+
+_DEFAULT_HANDLERS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+
+
+@contextlib.contextmanager
+def _stop_on_signals(session: "RunSession"):
+    """SIGINT/SIGTERM as a clean stop of ``session`` (see :meth:`RunSession.run`). Yields a list: the names
+    of the signals caught, with ``"finishing"`` appended once the loop has ended. Outside the main thread
+    (a Ray actor's method, a thread) it installs nothing."""
+    caught: List[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+
+    def on_signal(signum, frame):
+        name = signal.Signals(signum).name
+        if "finishing" in caught:
+            print(f"{name}: ignored while the final checkpoint is written", file=sys.stderr, flush=True)
+            return
+        caught.append(name)
+        if len(caught) > 1:
+            raise KeyboardInterrupt(f"stopped by a second signal ({name})")
+        session.stop_requested = True
+        print(f"\n{name}: stopping after the update in progress, then a checkpoint ... "
+              "(send it again to stop at once)", file=sys.stderr, flush=True)
+
+    mine = [s for s, default in _DEFAULT_HANDLERS.items() if signal.getsignal(s) is default]
+    for s in mine:
+        signal.signal(s, on_signal)
+    try:
+        yield caught
+    finally:
+        for s in mine:
+            signal.signal(s, _DEFAULT_HANDLERS[s])
 
 
 class RecentEpisodes:
@@ -253,19 +292,33 @@ class RunSession:
             return "interrupted"
         return "finished" if self.counters["step"] >= self.cfg.total_steps else "stopped: time limit"
 
-    def run(self, loop: Callable[[], None], summary_extra: Optional[Callable[[], Dict]] = None) -> Dict:
+    def run(self, loop: Callable[[], None], summary_extra: Optional[Callable[[], Dict]] = None, *,
+            signals: bool = False) -> Dict:
         """Run the training ``loop`` and finish the run with the status that says why it ended: the loop's
         end (:meth:`end_status`), or the exception that ended it (:func:`stop_status`; it is re-raised
-        after the final checkpoint and summary). ``summary_extra()`` adds fields to the summary."""
+        after the final checkpoint and summary). ``summary_extra()`` adds fields to the summary.
+
+        With ``signals`` (a run in the main thread of its own process: the local runtime, PPO), SIGINT and
+        SIGTERM (Ctrl-C, ``timeout``, ``kill``, a batch scheduler's stop) end the run cleanly: the first
+        one sets :attr:`stop_requested`, so the loop ends after the update in progress, the final
+        checkpoint and summary (``status: interrupted``) are written, and ``KeyboardInterrupt`` is raised
+        after them (``r2ac train`` exits 130). A second one during the loop stops it at once (still with a
+        final checkpoint of what was applied); one while the checkpoint is written is ignored. Signals
+        that already have a handler other than the default keep it."""
         status = "running"
-        try:
-            loop()
-            status = self.end_status()
-        except BaseException as e:
-            status = stop_status(e)
-            raise
-        finally:
-            summary = self.finish(status, summary_extra)
+        with _stop_on_signals(self) if signals else contextlib.nullcontext() as caught:
+            try:
+                loop()
+                status = self.end_status()
+            except BaseException as e:
+                status = stop_status(e)
+                raise
+            finally:
+                if caught is not None:
+                    caught.append("finishing")
+                summary = self.finish(status, summary_extra)
+        if caught and caught[0] != "finishing":
+            raise KeyboardInterrupt(f"stopped by {caught[0]}")
         return summary
 
     # ------------------------------------------------------------------ the end
