@@ -45,7 +45,8 @@ segment is one whole episode: out of step a segment would cut every episode in t
 Writes ``<out>/memory_runs.csv`` (one row per run), ``<out>/memory.csv`` (medians over seeds),
 ``<out>/memory.md`` (the per-seed table of docs/results.md),
 ``<out>/memory.png`` (success against wall time, mean over seeds with a min-max band) and each run's
-directory under ``<out>/runs``; a finished run is not run again (the command resumes a bench).
+directory under ``<out>/runs``; a finished run is not run again (the command resumes a bench; a run that was
+interrupted, by Ctrl-C or SIGTERM to the bench, starts over).
 ``--report`` trains nothing: it rebuilds the table, CSVs and plot from the finished runs of the selection
 that exist under ``<out>/runs`` (e.g. after benches of different methods or seeds wrote to one ``--out``).
 ``--matrix DIR...`` trains nothing either: it gathers the ``memory_runs.csv`` of several benches into one
@@ -64,9 +65,11 @@ import math
 import multiprocessing
 import os
 import statistics
+import sys
 from typing import Dict, List, Optional, Sequence
 
 from r2ac.bench.common import format_table, machine_description, write_csv
+from r2ac.runtime.session import sigterm_as_interrupt
 
 TASKS: Dict[str, tuple] = {
     "cue-pixels": ("cue", lambda s: {"span": s, "obs": "pixels"}, lambda s: s + 2),
@@ -217,13 +220,23 @@ def runtime_train(cfg):
     return train
 
 
+def run_is_done(run_dir: str) -> bool:
+    """A run the bench keeps: it wrote its summary and was not interrupted (Ctrl-C, SIGTERM). An interrupted
+    run stopped short of both budgets, so the next call with the same arguments starts it over."""
+    try:
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            return json.load(f).get("status") != "interrupted"
+    except FileNotFoundError:
+        return False
+
+
 def _one_run(job) -> Dict:
     base, task, span, method, seed, run_dir, minutes, extra, steps = job
     summary_path = os.path.join(run_dir, "summary.json")
-    if not os.path.exists(summary_path):
+    if not run_is_done(run_dir):
         import shutil
 
-        shutil.rmtree(run_dir, ignore_errors=True)  # an unfinished run starts over
+        shutil.rmtree(run_dir, ignore_errors=True)  # an unfinished run starts over: its wall-clock budget is whole
         cfg = run_config(base, task, span, method, seed, run_dir, extra, steps)
         try:
             runtime_train(cfg)(cfg, time_limit_s=minutes * 60)
@@ -689,7 +702,7 @@ def main(argv: Optional[List[str]] = None) -> int:
              args.minutes, tuple(args.overrides), args.steps)
             for t in tasks for s in task_spans[t] for m in methods for seed in seeds]
     if args.report:
-        jobs = [j for j in jobs if os.path.exists(os.path.join(j[5], "summary.json"))]
+        jobs = [j for j in jobs if run_is_done(j[5])]
         if not jobs:
             p.error(f"--report: no finished run of this selection under {args.out}/runs; run the bench without "
                     "--report first")
@@ -702,11 +715,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.report:  # every job is finished: _one_run only reads its summary
         runs = [_one_run(j) for j in jobs]
     else:
+        again = [os.path.basename(j[5]) for j in jobs if os.path.exists(j[5]) and not run_is_done(j[5])]
+        if again:
+            print(f"  unfinished or interrupted before, these start over: {', '.join(again)}", flush=True)
         ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(args.jobs, maxtasksperchild=1) as pool:
-            for r in pool.imap_unordered(_one_run, jobs):
-                print(f"  {r['task']} span {r['span']} {r['method']} seed {r['seed']}: {r['status']}", flush=True)
-                runs.append(r)
+        try:
+            with sigterm_as_interrupt(), ctx.Pool(args.jobs, maxtasksperchild=1) as pool:
+                for r in pool.imap_unordered(_one_run, jobs):
+                    print(f"  {r['task']} span {r['span']} {r['method']} seed {r['seed']}: {r['status']}",
+                          flush=True)
+                    runs.append(r)
+        except KeyboardInterrupt:  # the pool's exit stopped its workers; each run in progress stopped cleanly
+            print(f"r2ac bench memory: interrupted. Finished runs are kept under {args.out}/runs; the same "
+                  "command again runs the rest (interrupted runs start over)", file=sys.stderr, flush=True)
+            return 130
     curves = {}
     for r in runs:
         path = os.path.join(r.get("run_dir", ""), "metrics.csv")

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import socket
 import threading
 import time
@@ -45,7 +44,8 @@ from r2ac.agent.actor import Actor
 from r2ac.config import Config, ConfigError, config_from_dict, config_to_dict
 from r2ac.logger import progress
 from r2ac.runtime.common import TrainingSession, build_net, make_env, recreate_envs
-from r2ac.runtime.session import RunAborted, actor_seed, frames_per_step, run_dir_of, set_fast_math, start_run
+from r2ac.runtime.session import (RunAborted, actor_seed, frames_per_step, run_dir_of, set_fast_math,
+                                  sigterm_as_interrupt, start_run)
 
 # A worker that delivers nothing for this long after its process failed (Ray keeps restarting it), or
 # whose process is reported dead for good, is given up; when none is left the run stops.
@@ -541,27 +541,21 @@ def train(cfg: Config, resume: bool = False, address: Optional[str] = None, *,
         address = resolve_address(address, cfg)
         connect(address, init_kwargs(cfg, address, include_dashboard))
         owns = True
-    previous = None
     try:
         run = RayRun(cfg, resume, worker_cls=worker_cls, time_limit_s=time_limit_s)
-        if threading.current_thread() is threading.main_thread():
-            def on_term(signum, frame):  # `ray job stop`, docker stop: stop cleanly with a checkpoint
-                raise KeyboardInterrupt
-            previous = signal.signal(signal.SIGTERM, on_term)
-        try:
-            return run.wait(show_progress=True)
-        except KeyboardInterrupt:
-            print("stopping: the learner finishes its update and writes a checkpoint ...", flush=True)
-            run.stop()
+        with sigterm_as_interrupt():  # `ray job stop`, docker stop: stop cleanly with a checkpoint
             try:
-                run.wait(timeout=120)
+                return run.wait(show_progress=True)
             except KeyboardInterrupt:
-                pass
-            raise
-        finally:
-            run.close()
+                print("stopping: the learner finishes its update and writes a checkpoint ...", flush=True)
+                run.stop()
+                try:
+                    run.wait(timeout=120)
+                except KeyboardInterrupt:
+                    pass
+                raise
+            finally:
+                run.close()
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
         if owns:
             ray.shutdown()

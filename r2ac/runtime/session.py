@@ -138,6 +138,25 @@ def stop_status(exc: BaseException) -> str:
     return f"failed: {type(exc).__name__}"
 
 
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Within the block, SIGTERM raises ``KeyboardInterrupt`` in the main thread, as Ctrl-C does, so a
+    driver (the Ray runtime's, a bench's) stops its workers and writes what it has. Nothing outside the main
+    thread; the previous handler is restored at the end."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 _DEFAULT_HANDLERS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
 
 
