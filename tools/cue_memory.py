@@ -4,7 +4,8 @@ core is the eLSTM (docs/results.md, "Where the distractor cue at 100x M stalls")
 
     python tools/cue_memory.py RUN_DIR [RUN_DIR ...] [--episodes N] [--out CSV] [--initial] [--set key=value ...]
 
-For each run: its newest checkpoint (``--initial``: also its config freshly initialised, torch seed 0) plays
+For each run: its newest checkpoint (``--initial``: also the weights the run started from, its config
+initialised after seeding torch with the run's seed, as the run did) plays
 ``--episodes`` fresh episodes of its task side by side, and we record
 
 - ``decode_t0`` / ``decode_query``: how well the cue can be read from the cell state c, right after the cue frame
@@ -113,6 +114,14 @@ def probe(policy: Policy, options: dict, episodes: int, seed: int = 12345) -> di
             "write_cue": med("cue"), "write_noise": med("noise"), "write_blank": med("blank")}
 
 
+def initial_net(cfg, net):
+    """The network a run of ``cfg`` started from: a run seeds torch with ``cfg.seed`` and builds its network
+    before anything else draws from torch's RNG (tests/bench/test_cue_memory.py checks it on a real run)."""
+    torch.manual_seed(cfg.seed)
+    return type(net).from_config(cfg.model, net.observation_shape, net.num_actions,
+                                 reward_clip=cfg.learner.reward_clip)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+")
@@ -131,8 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         policy = policy_from_checkpoint(load_checkpoint_for(run), cfg)
         name = os.path.basename(os.path.normpath(run))
         if a.initial:
-            torch.manual_seed(0)
-            fresh = type(policy.net).from_config(cfg.model, policy.net.observation_shape, policy.net.num_actions)
+            fresh = initial_net(cfg, policy.net)
             rows.append({"run": name, "weights": "initial",
                          **probe(Policy(fresh, cfg), dict(cfg.env.options), a.episodes)})
         rows.append({"run": name, "weights": f"step {policy.step}", **probe(policy, dict(cfg.env.options), a.episodes)})

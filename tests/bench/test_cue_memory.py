@@ -74,3 +74,26 @@ def test_cue_memory_reads_a_run(tmp_path, capsys, load_tool, tiny_run):
         tool.main([str(run), "--set", "env.id=tmaze", "env.options={}"])
     with pytest.raises(SystemExit, match="at least 20"):
         tool.main([str(run), "--episodes", "4"])
+
+
+def test_initial_weights_are_the_ones_the_run_started_from(tmp_path, monkeypatch, load_tool):
+    from r2ac.checkpoint import load_latest_checkpoint
+    from r2ac.config import load_config
+    from r2ac.runtime.local import train
+    from r2ac.runtime.session import RunSession
+
+    tool = load_tool("cue_memory")
+    cfg = load_config("configs/quickstart.yaml", ["env.id=cue", "env.options={span: 3}", "env.num_envs=4",
+                                                  "model.hidden_size=8", "seed=7", f"run_dir={tmp_path}",
+                                                  "logger.progress_bar=false", "logger.tensorboard=false"])
+    monkeypatch.setattr(RunSession, "done", lambda self: True)  # no update: the final checkpoint is the start
+    train(cfg)
+    start = load_latest_checkpoint(str(tmp_path))
+    assert start["extra"]["learner"]["updates"] == 0
+    policy = tool.policy_from_checkpoint(start, cfg)
+    fresh = tool.initial_net(cfg, policy.net).state_dict()
+    assert fresh.keys() == start["model"].keys()
+    assert all(torch.equal(fresh[k], start["model"][k]) for k in fresh)
+    other = tool.initial_net(load_config("configs/quickstart.yaml", ["env.id=cue", "env.options={span: 3}",
+                                                                     "model.hidden_size=8", "seed=8"]), policy.net)
+    assert not torch.equal(other.state_dict()["core.Z"], fresh["core.Z"])  # another seed, other weights
