@@ -14,10 +14,10 @@ A run goes:
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import math
-import contextlib
 import os
 import signal
 import sys
