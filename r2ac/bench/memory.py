@@ -69,7 +69,7 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from r2ac.bench.common import format_table, machine_description, write_csv
-from r2ac.runtime.session import sigterm_as_interrupt
+from r2ac.runtime import sigterm_as_interrupt
 
 TASKS: Dict[str, tuple] = {
     "cue-pixels": ("cue", lambda s: {"span": s, "obs": "pixels"}, lambda s: s + 2),
