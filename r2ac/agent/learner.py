@@ -152,7 +152,7 @@ class Learner:
         self.optimizer.step()
         self.net.core.project_()
         if key == "obs":  # model.running_centres: the batch's new frames (frame 0 ended the previous batch)
-            self.net.observe_frames(batch["obs"][1:])
+            self.net.observe_frames(batch["obs"][1:], outputs["frame_stats"][1:] if "frame_stats" in outputs else None)
         self.nonfinite_in_row = 0
         self.updates += 1
         self.steps += (T1 - 1) * B

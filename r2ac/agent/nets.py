@@ -198,36 +198,43 @@ class AgentNet(nn.Module):
                 return self.stem(obs)
         return self.stem(obs)
 
-    def scaled_features(self, features: Tensor) -> Tensor:
+    def scaled_features(self, features: Tensor, frame_stats: Optional[Tuple[Tensor, Tensor]] = None) -> Tensor:
         """The features' part of the core input [..., feature_size]: the stem's features times ``input_scale``;
         with ``centre_frames``, each channel of the raw frame minus its median or mean (``frame_centre``)
         over the frame (times ``input_scale``), then the C (or 2C) channel centres, unscaled
         (``inputs.centre_frame``), then with ``frame_spread`` the C channel spreads, unscaled
         (``inputs.channel_spread``); with ``running_centres`` the centres and spreads minus their running mean
-        (``observe_frames``)."""
+        (``observe_frames``). ``frame_stats``: ``frame_stats(features)`` where the caller has it already."""
         if self.centre_frames:
-            pixels, stats = self._frame_stats(features)
+            pixels, stats = frame_stats if frame_stats is not None else self.frame_stats(features)
             if self.running_centres:
                 stats = stats - self.centre_mean.to(stats.dtype)
             return torch.cat([pixels * self.input_scale, stats], -1)
         return features * self.input_scale if self.input_scale != 1.0 else features
 
-    def _frame_stats(self, features: Tensor) -> tuple[Tensor, Tensor]:
-        """Raw frames [..., C*H*W] -> (centred pixels, unscaled; the channel centres then spreads [..., K])."""
-        pixels, centres = inputs.centre_frame(features, self.frame_channels, self.frame_centre)
+    def frame_stats(self, features: Tensor, obs: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+        """Raw frames [..., C*H*W] -> (centred pixels, unscaled; the channel centres then spreads [..., K]).
+        ``obs``: the uint8 frames the features came from, if the caller has them (a faster median on the CPU,
+        ``inputs.lower_median``; the same numbers)."""
+        levels = None
+        if obs is not None and obs.dtype == torch.uint8 and obs.shape[-3:] == self.observation_shape:
+            levels = obs.reshape(*features.shape)
+        pixels, centres = inputs.centre_frame(features, self.frame_channels, self.frame_centre, levels)
         if self.frame_spread:
             centres = torch.cat([centres, inputs.channel_spread(pixels, self.frame_channels)], -1)
         return pixels, centres
 
     @torch.no_grad()
-    def observe_frames(self, obs: Tensor) -> None:
+    def observe_frames(self, obs: Tensor, stats: Optional[Tensor] = None) -> None:
         """``running_centres``: fold the frame statistics of these frames [..., *obs_shape] into their running
         mean (the mean over every frame observed so far); a no-op otherwise. The learners call it after each
         applied update with the batch's new frames; the mean travels with the weights (a buffer of the
-        state dict) to the actors and into checkpoints."""
+        state dict) to the actors and into checkpoints. ``stats``: the frames' statistics, the second part of
+        ``frame_stats``, where the caller has them (the learner's forward does: ``outputs["frame_stats"]``)."""
         if not self.running_centres:
             return
-        _, stats = self._frame_stats(self.features(obs))
+        if stats is None:
+            _, stats = self.frame_stats(self.features(obs), obs)
         flat = stats.reshape(-1, stats.shape[-1]).to(torch.float64)
         seen = self.centre_frames_seen + flat.shape[0]
         mean = self.centre_mean.to(torch.float64)
@@ -235,14 +242,14 @@ class AgentNet(nn.Module):
         self.centre_frames_seen.copy_(seen)
 
     def core_input(self, features: Tensor, reward: Tensor, prev_action: Tensor,
-                   done: Optional[Tensor] = None) -> Tensor:
+                   done: Optional[Tensor] = None, frame_stats: Optional[Tuple[Tensor, Tensor]] = None) -> Tensor:
         """The core's input (``r2ac.agent.inputs.core_input``): ``scaled_features``, clipped
         reward, one-hot action; where ``done`` (the frame starts an episode) the reward and action are the
         previous episode's and are zeroed, unless ``carry_inputs_across_episodes``: the core state is reset
         there, and a reward carried in would let a policy chain episodes (store a cue only after a paid one).
         With ``episode_start_input`` the flag itself is one more input (``episode_start_value`` on an
-        episode's first frame, 0 elsewhere)."""
-        features = self.scaled_features(features)
+        episode's first frame, 0 elsewhere). ``frame_stats``: as in ``scaled_features``."""
+        features = self.scaled_features(features, frame_stats)
         keep = None if done is None or self.carry_inputs_across_episodes else (~done).to(features.dtype)
         if self.episode_start_input and done is None:
             raise ValueError("episode_start_input needs the done flags of the frames (which start an episode)")
@@ -259,10 +266,14 @@ class AgentNet(nn.Module):
                 sensitivities: bool = True):
         """inputs: time-major ``obs`` [T, B, ...] (or ``features`` [T, B, F]), ``reward`` [T, B],
         ``action`` [T, B] (the action that led to each frame), ``done`` [T, B] bool (frame t starts a new
-        episode: the core state is reset before it). Returns (outputs, next_state)."""
+        episode: the core state is reset before it). Returns (outputs, next_state); with ``centre_frames`` the
+        outputs hold the frames' statistics too (``frame_stats``, unaffected by the weights)."""
         feats = inputs["features"] if "features" in inputs else self.features(inputs["obs"])
-        x = self.core_input(feats, inputs["reward"], inputs["action"], inputs["done"])
+        stats = self.frame_stats(feats, inputs.get("obs")) if self.centre_frames else None
+        x = self.core_input(feats, inputs["reward"], inputs["action"], inputs["done"], stats)
         y, state = self.core(x, state, inputs["done"], return_state=return_state, sensitivities=sensitivities)
         out = self.heads(y)
         out["core_input"] = x
+        if stats is not None:
+            out["frame_stats"] = stats[1]
         return out, state

@@ -11,7 +11,7 @@ import torch
 from r2ac.agent.actor import Actor
 from r2ac.agent.learner import Learner, NonFiniteLossError
 from r2ac.agent.losses import impala_loss
-from r2ac.agent.inputs import centre_frame, channel_spread
+from r2ac.agent.inputs import centre_frame, channel_spread, lower_median
 from r2ac.agent.nets import RAW_PIXEL_EPISODE_START_VALUE, RAW_PIXEL_INPUT_SCALE, AgentNet
 from r2ac.agent.trajectory import Batcher, concat, validate
 from r2ac.config import ConfigError, config_from_dict, config_to_dict, load_config, upgrade_resolved
@@ -527,6 +527,37 @@ def test_centre_frame_median_leaves_a_black_background_at_zero():
         centre_frame(frames, 3, "mode")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_lower_median_from_8_bit_levels_is_torch_median_bit_for_bit(dtype):
+    """inputs.lower_median with the uint8 values the pixels were scaled from (numpy's radix sort) returns the
+    element torch.median returns, for odd and even lengths and frames with few distinct values; without
+    levels, or where a gradient is needed, it is torch.median; levels of another shape or dtype are an error.
+    The agent's forward (which passes its uint8 frames) feeds the core what the plain path feeds it."""
+    g = torch.Generator().manual_seed(0)
+    for shape, high in (((7, 3, 256), 256), ((2, 5, 3, 17), 256), ((4, 3, 16), 3), ((1, 1, 2), 256)):
+        levels = torch.randint(0, high, shape, dtype=torch.uint8, generator=g)
+        x = levels.to(dtype) / 255.0
+        assert torch.equal(lower_median(x, levels), x.median(-1, keepdim=True).values)
+        assert torch.equal(lower_median(x), x.median(-1, keepdim=True).values)
+    leaf = x.clone().requires_grad_()
+    lower_median(leaf, levels).sum().backward()  # the torch path: a gradient to the median element
+    assert leaf.grad.sum() == leaf.grad.shape[0]
+    with pytest.raises(ValueError, match="levels must be uint8 of the shape of x"):
+        lower_median(x, levels.to(torch.int16))
+    with pytest.raises(ValueError, match="levels must be uint8 of the shape of x"):
+        lower_median(x, levels[..., :1])
+    net = AgentNet((3, 8, 8), 3, stem="none", hidden_size=4, episode_start_input=True, running_centres=True)
+    obs = torch.randint(0, 256, (4, 2, 3, 8, 8), dtype=torch.uint8, generator=g)
+    obs[1, 0] = 7  # a uniform frame: every pixel its median
+    net.observe_frames(obs)
+    inputs = {"obs": obs, "reward": torch.zeros(4, 2), "action": torch.zeros(4, 2, dtype=torch.int64),
+              "done": torch.zeros(4, 2, dtype=torch.bool)}
+    out, _ = net(inputs, net.initial_state(2))
+    plain = net.core_input(net.features(obs), inputs["reward"], inputs["action"], inputs["done"])
+    assert torch.equal(out["core_input"], plain)
+    assert torch.equal(out["frame_stats"], net.frame_stats(net.features(obs))[1])
+
+
 def test_centre_frames_feeds_centred_scaled_pixels_then_the_means():
     """model.centre_frames: the core sees input_scale x the centred pixels, then the C channel means
     (unscaled), then reward and flag; 'auto' centres raw image frames only; true where there is no raw
@@ -645,8 +676,8 @@ def test_running_centres_subtract_the_mean_of_every_frame_trained_on():
     assert torch.equal(net.scaled_features(feats), off.scaled_features(feats))  # nothing observed yet: mean 0
     net.observe_frames(a)
     net.observe_frames(b)
-    _, stats_a = net._frame_stats(net.features(a))
-    _, stats_b = net._frame_stats(net.features(b))
+    _, stats_a = net.frame_stats(net.features(a))
+    _, stats_b = net.frame_stats(net.features(b))
     every = torch.cat([stats_a.reshape(-1, 6), stats_b.reshape(-1, 6)]).double()
     assert net.centre_frames_seen.item() == 16 and torch.allclose(net.centre_mean.double(), every.mean(0))
     assert torch.allclose(net.scaled_features(feats)[..., 48:], off.scaled_features(feats)[..., 48:] - net.centre_mean)
@@ -661,7 +692,7 @@ def test_running_centres_subtract_the_mean_of_every_frame_trained_on():
     net = AgentNet(venv.observation_shape, venv.num_actions, stem="none", hidden_size=5, running_centres=True)
     batch = Actor(copy.deepcopy(net), venv, M, seed=1).rollout()
     Learner(net, _learner_cfg(), 10**6).update(batch)
-    _, stats = net._frame_stats(net.features(batch["obs"][1:]))
+    _, stats = net.frame_stats(net.features(batch["obs"][1:]))
     assert net.centre_frames_seen.item() == M * 3
     assert torch.allclose(net.centre_mean, stats.reshape(-1, 3).mean(0), atol=1e-6)
     # auto: on where frames are centred; true without centred frames is a clear error
