@@ -51,7 +51,10 @@ interrupted, by Ctrl-C or SIGTERM to the bench, starts over).
 that exist under ``<out>/runs`` (e.g. after benches of different methods or seeds wrote to one ``--out``).
 ``--matrix DIR...`` trains nothing either: it gathers the ``memory_runs.csv`` of several benches into one
 table of the suite (a row per task and span, a column per method; ``matrix.md``, ``matrix.csv`` and a heat
-map ``matrix.png`` under ``--out``). ``--compare LABEL=DIR[,DIR...] ...`` sets settings side by side (e.g.
+map ``matrix.png`` under ``--out``), each cell checked against the settings under test (``--config`` and the
+overrides): its runs' saved ``config.yaml`` must train what those settings train, budgets aside; a cell
+that differs is marked ``(*)`` and the keys listed under the table, one whose runs left no config ``(?)``.
+``--compare LABEL=DIR[,DIR...] ...`` sets settings side by side (e.g.
 the defaults against an override, each a list of bench directories) on the cells they share, in agent steps
 to solve per seed (``compare.md``, ``compare.csv``, ``compare.png``).
 """
@@ -328,8 +331,9 @@ def markdown_table(runs: List[Dict]) -> str:
 
 
 NO_THRESHOLD = ("watermaze",)  # the return counts goals found: no success line, the matrix shows the return
-MATRIX_COLUMNS = ["task", "span", "method", "seeds", "solved", "min_solved_min", "max_solved_min", "final_min",
-                  "final_max", "min_held", "run_min", "run_Msteps", "source"]
+MATRIX_COLUMNS = ["task", "span", "method", "seeds", "solved", "min_solved_min", "max_solved_min", "min_solved_Msteps",
+                  "max_solved_Msteps", "final_min", "final_max", "min_held", "run_min", "run_Msteps", "settings",
+                  "source"]
 
 
 def read_runs_csv(path: str) -> List[Dict]:
@@ -343,6 +347,92 @@ def read_runs_csv(path: str) -> List[Dict]:
                 row[k] = float(r[k]) if r.get(k) not in (None, "") else math.nan
             out.append(row)
     return out
+
+
+#: config keys a bench run sets by its budget or its bookkeeping, not by the settings it trains
+BOOKKEEPING_KEYS = ("name", "run_dir", "seed", "total_steps", "learner.lr_schedule", "logger", "checkpoint", "eval",
+                    "runtime.torch_threads", "runtime.dashboard_host", "ppo", "pipeline")
+#: model keys whose value the network resolves from the observations ("auto"), and the two that only matter
+#: where frames are centred: compared as the network resolves them
+RESOLVED_MODEL_KEYS = ("input_scale", "episode_start_value", "centre_frames", "running_centres")
+CENTRING_KEYS = ("frame_centre", "frame_spread")
+
+
+def _flat(d: Dict, prefix: str = "") -> Dict:
+    out: Dict = {}
+    for k, v in d.items():
+        key = prefix + str(k)
+        if isinstance(v, dict) and key not in ("env.options", "model.core_options"):
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _bookkeeping(key: str) -> bool:
+    return any(key == k or key.startswith(k + ".") for k in BOOKKEEPING_KEYS)
+
+
+def _resolved_model(model: Dict, env: Dict) -> Dict:
+    """What the network makes of a config's model section on the env's observations: the values of
+    ``RESOLVED_MODEL_KEYS`` as it resolves them, and ``CENTRING_KEYS`` where it centres frames."""
+    from r2ac.agent.nets import (resolve_centre_frames, resolve_episode_start_value, resolve_input_scale,
+                                 resolve_running_centres)
+    from r2ac.agent.stems import make_stem
+    from r2ac.envs import make_vec_env
+
+    venv = make_vec_env(env["id"], 1, 0, **dict(env.get("options") or {}))
+    try:
+        shape = venv.observation_shape
+    finally:
+        venv.close()
+    stem = make_stem(model.get("stem", "none"), tuple(shape), list(model.get("stem_channels", (16, 32, 32))),
+                     model.get("stem_fc", 256))
+    centre = resolve_centre_frames(model.get("centre_frames", "auto"), stem)
+    out = {"input_scale": resolve_input_scale(model.get("input_scale", "auto"), stem),
+           "episode_start_value": resolve_episode_start_value(model.get("episode_start_value", "auto"), stem),
+           "centre_frames": centre, "running_centres": resolve_running_centres(model.get("running_centres", "auto"),
+                                                                               centre)}
+    if centre:
+        out.update({k: model.get(k) for k in CENTRING_KEYS})
+    return out
+
+
+def settings_differences(run_dir: str, base: str, task: str, span: int, method: str, seed: int,
+                         extra: Sequence[str] = ()) -> Optional[List[str]]:
+    """The config keys where a bench run trained otherwise than the settings under test (``base`` with the
+    overrides ``extra``, the task and the method swapped in as the bench does) would: its saved
+    ``config.yaml`` against :func:`run_config`. ``None`` where the run left no config. Budgets and bookkeeping
+    (``BOOKKEEPING_KEYS``) are not compared; the model settings that "auto" resolves from the observations
+    compare as the network resolves them (a vector task run with ``model.running_centres=false`` trains what
+    ``auto`` trains). A config saved by an older r2ac reads with the keys added since at the values that
+    reproduce it (``upgrade_resolved``)."""
+    import yaml
+
+    from r2ac.config import config_to_dict
+    from r2ac.config.loading import upgrade_resolved
+
+    path = os.path.join(run_dir, "config.yaml")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        saved = upgrade_resolved(yaml.safe_load(f) or {})
+    expected = config_to_dict(run_config(base, task, span, method, seed, run_dir, extra))
+    a, b = _flat(saved), _flat(expected)
+    missing = object()
+    keys = [k for k in sorted(set(a) | set(b)) if not _bookkeeping(k) and a.get(k, missing) != b.get(k, missing)]
+    model_keys = {f"model.{k}" for k in RESOLVED_MODEL_KEYS + CENTRING_KEYS}
+    if any(k in model_keys for k in keys):
+        ra, rb = _resolved_model(saved.get("model", {}), expected["env"]), _resolved_model(expected["model"],
+                                                                                            expected["env"])
+        keys = [k for k in keys if k not in model_keys]
+        keys += [f"model.{k}" for k in sorted(set(ra) | set(rb)) if ra.get(k, missing) != rb.get(k, missing)]
+    return sorted(keys)
+
+
+def run_dir_of(bench_dir: str, task: str, span: int, method: str, seed: int) -> str:
+    """Where a bench (``--out bench_dir``) keeps one run."""
+    return os.path.join(bench_dir, "runs", f"{task.replace(':', '-')}-{span}-{method}-s{seed}")
 
 
 def gather_cells(dirs: Sequence[str], option: str = "--matrix") -> Dict[tuple, tuple]:
@@ -372,21 +462,47 @@ def _suite_order(key: tuple) -> tuple:
     return (*task_order(task), span, METHODS.index(method) if method in METHODS else len(METHODS))
 
 
-def matrix(dirs: Sequence[str]) -> List[Dict]:
+def cell_settings(srcs_runs: Sequence[tuple], base: str, extra: Sequence[str] = ()) -> str:
+    """How a cell's runs compare with the settings under test: ``""`` (each run's saved config trains what they
+    train), ``"differs: KEY, ..."`` (the keys where some run's config differs) or ``"not checked"`` (a run left
+    no config.yaml, e.g. a bench whose runs/ directory is not kept)."""
+    differing: List[str] = []
+    for bench_dir, r in srcs_runs:
+        keys = settings_differences(run_dir_of(bench_dir, r["task"], r["span"], r["method"], r["seed"]), base,
+                                    r["task"], r["span"], r["method"], r["seed"], extra)
+        if keys is None:
+            return "not checked"
+        differing += [k for k in keys if k not in differing]
+    return f"differs: {', '.join(differing)}" if differing else ""
+
+
+def matrix(dirs: Sequence[str], base: Optional[str] = None, extra: Sequence[str] = ()) -> List[Dict]:
     """One row per (task, span, method) over the benches in ``dirs`` (each with a ``memory_runs.csv``); a
-    seed that several directories ran counts as the last one's run (e.g. a longer rerun of one seed)."""
+    seed that several directories ran counts as the last one's run (e.g. a longer rerun of one seed). With
+    ``base`` (a config, and overrides ``extra``) each row's ``settings`` says whether its runs trained those
+    settings (:func:`cell_settings`)."""
     out = []
-    for (task, span, method), (srcs, rs) in gather_cells(dirs).items():
+    cells = gather_cells(dirs)
+    runs_of = {}
+    for d in dirs:
+        for r in read_runs_csv(os.path.join(d, "memory_runs.csv")) if base else ():
+            runs_of[r["task"], r["span"], r["method"], r["seed"]] = (d, r)
+    for (task, span, method), (srcs, rs) in cells.items():
+        settings = "" if base is None else cell_settings(
+            [runs_of[task, span, method, r["seed"]] for r in rs], base, extra)
         solved = [r["solved_s"] / 60 for r in rs if not math.isnan(r["solved_s"])]
+        solved_steps = [r["solved_steps"] / 1e6 for r in rs if not math.isnan(r["solved_s"])]
         finals = [r["final"] for r in rs if not math.isnan(r["final"])]
         walls = [r["wall_s"] / 60 for r in rs if not math.isnan(r["wall_s"])]
         steps = [r["steps"] / 1e6 for r in rs if not math.isnan(r["steps"])]
         held = [r["held"] for r in rs if not math.isnan(r["solved_s"]) and not math.isnan(r["held"])]
         out.append({"task": task, "span": span, "method": method, "seeds": len(rs), "solved": len(solved),
                     "min_solved_min": min(solved, default=math.nan), "max_solved_min": max(solved, default=math.nan),
+                    "min_solved_Msteps": min(solved_steps, default=math.nan),
+                    "max_solved_Msteps": max(solved_steps, default=math.nan),
                     "final_min": min(finals, default=math.nan), "final_max": max(finals, default=math.nan),
                     "min_held": min(held, default=math.nan), "run_min": max(walls, default=math.nan),
-                    "run_Msteps": max(steps, default=math.nan), "source": " ".join(srcs)})
+                    "run_Msteps": max(steps, default=math.nan), "settings": settings, "source": " ".join(srcs)})
     out.sort(key=lambda r: _suite_order((r["task"], r["span"], r["method"])))
     return out
 
@@ -521,7 +637,10 @@ def matrix_cell(row: Dict) -> str:
         return f"return {finals}{runs}"
     head = f"{row['solved']}/{row['seeds']}"
     if row["solved"]:
-        head += f" in {span_of(row['min_solved_min'], row['max_solved_min'], '{:.1f}')} min"
+        head += " in "
+        if not math.isnan(row.get("min_solved_Msteps", math.nan)):
+            head += f"{span_of(row['min_solved_Msteps'], row['max_solved_Msteps'], '{:.2f}')} M steps, "
+        head += f"{span_of(row['min_solved_min'], row['max_solved_min'], '{:.1f}')} min"
         if not math.isnan(row["min_held"]):
             head += f", held {math.floor(row['min_held'] * 1000 + 1e-9) / 1000:.3f}"
     if row["solved"] < row["seeds"]:
@@ -535,10 +654,23 @@ def matrix_markdown(rows: List[Dict]) -> str:
     methods += sorted({r["method"] for r in rows} - set(methods))
     by_cell = {(r["task"], r["span"], r["method"]): r for r in rows}
     lines = ["| task | span | " + " | ".join(methods) + " |", "| " + " | ".join(["---"] * (2 + len(methods))) + " |"]
+    marks = {"": "", "not checked": " (?)"}
     for task, span in dict.fromkeys((r["task"], r["span"]) for r in rows):
-        cells = [matrix_cell(by_cell[task, span, m]) if (task, span, m) in by_cell else "not run" for m in methods]
+        cells = [matrix_cell(by_cell[task, span, m]) + marks.get(by_cell[task, span, m].get("settings", ""), " (*)")
+                 if (task, span, m) in by_cell else "not run" for m in methods]
         lines.append(f"| {task} | {span} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + settings_notes(rows)
+
+
+def settings_notes(rows: List[Dict]) -> str:
+    """Under the matrix: the cells whose runs trained other settings than those under test (``(*)``, with the
+    keys), and those that could not be checked (``(?)``)."""
+    differ = [r for r in rows if r.get("settings", "").startswith("differs")]
+    unchecked = [f"{r['task']} {r['span']} {r['method']}" for r in rows if r.get("settings") == "not checked"]
+    notes = [f"- (*) {r['task']} {r['span']} {r['method']}: {r['settings']} ({r['source']})" for r in differ]
+    if unchecked:
+        notes.append(f"- (?) settings not checked, a run left no config.yaml: {', '.join(unchecked)}")
+    return ("\nCells not run with the settings under test:\n\n" + "\n".join(notes) + "\n") if notes else ""
 
 
 def plot_matrix(rows: List[Dict], path: str) -> None:
@@ -563,7 +695,9 @@ def plot_matrix(rows: List[Dict], path: str) -> None:
                 continue
             if task not in NO_THRESHOLD:
                 frac[i, j] = r["solved"] / r["seeds"]
-            ax.text(j, i, matrix_cell(r).replace(", final", "\nfinal").replace(" (", "\n("), ha="center",
+            text = matrix_cell(r).replace(", final", "\nfinal").replace(", held", "\nheld").replace(" (", "\n(")
+            mark = {"": "", "not checked": " (?)"}.get(r.get("settings", ""), " (*)")
+            ax.text(j, i, text + mark, ha="center",
                     va="center", fontsize=5.5)
     ax.imshow(frac, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto", alpha=0.55)
     ax.set_xticks(range(len(methods)), methods)
@@ -657,7 +791,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--matrix", nargs="+", metavar="DIR",
                    help="train nothing: one table of the suite (matrix.md, matrix.csv, matrix.png under --out) "
                         "from the memory_runs.csv of these bench directories; a seed that a later directory ran "
-                        "again counts as that run")
+                        "again counts as that run; cells whose runs' saved configs differ from --config and the "
+                        "overrides are marked (*), with the keys")
     p.add_argument("--compare", nargs="+", metavar="LABEL=DIR[,DIR...]",
                    help="train nothing: settings side by side over the cells two or more of them ran, in agent "
                         "steps to solve per seed (compare.md, compare.csv, compare.png under --out), e.g. "
@@ -677,8 +812,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     if args.matrix:
         try:
-            rows = matrix(args.matrix)
-        except FileNotFoundError as e:
+            rows = matrix(args.matrix, args.config, args.overrides)
+        except (FileNotFoundError, ValueError) as e:
             p.error(str(e))
         _write_outputs(args.out, "matrix", rows, MATRIX_COLUMNS, matrix_markdown, plot_matrix,
                        f"{len(rows)} cells from {len(args.matrix)} benches")
@@ -698,7 +833,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     run_config(args.config, tasks[0], task_spans[tasks[0]][0], methods[0], seeds[0], os.path.join(args.out, "check"),
                args.overrides, args.steps)  # a bad config or override fails here, before any run starts
-    jobs = [(args.config, t, s, m, seed, os.path.join(args.out, "runs", f"{t.replace(':', '-')}-{s}-{m}-s{seed}"),
+    jobs = [(args.config, t, s, m, seed, run_dir_of(args.out, t, s, m, seed),
              args.minutes, tuple(args.overrides), args.steps)
             for t in tasks for s in task_spans[t] for m in methods for seed in seeds]
     if args.report:

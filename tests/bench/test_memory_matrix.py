@@ -2,6 +2,7 @@
 
 import csv
 import math
+import os
 
 import pytest
 
@@ -37,7 +38,7 @@ def test_matrix_gathers_benches_and_a_later_seed_replaces_an_earlier_one(tmp_pat
     rtrl = rows["cue-pixels", "rtrl"]
     assert (rtrl["seeds"], rtrl["solved"]) == (2, 2)  # seed 1 is the longer bench's run, which solved
     assert rtrl["max_solved_min"] == pytest.approx(17.5) and rtrl["source"] == f"{first} {longer}"
-    assert matrix_cell(rtrl) == "2/2 in 1.0-17.5 min, held 0.903 (23 min, 7.7 M steps)"
+    assert matrix_cell(rtrl) == "2/2 in 0.10 M steps, 1.0-17.5 min, held 0.903 (23 min, 7.7 M steps)"
     assert matrix_cell(rows["cue-pixels", "tbptt"]) == "0/2, final 0.34-0.36 (2 min, 1.0 M steps)"
     assert matrix_cell(rows["watermaze", "rtrl"]) == "return 2.46-2.58 (2 min, 1.0 M steps)"
 
@@ -109,3 +110,77 @@ def test_plot_spans_the_longest_run_not_the_default_minutes():
     assert plot_horizon_s(curves, 10.0) == 1500.0
     assert plot_horizon_s({"a": [(30.0, 1e4, 0.3), (170.0, 1e6, 0.4)]}, 3.0) == 170.0
     assert plot_horizon_s({"c": []}, 3.0) == 180.0
+
+
+def _saved_run(bench_dir, task, span, method, seed, overrides=(), drop=None, steps=None):
+    """A bench run's directory with the config.yaml a bench run of these settings saves (``drop``: a
+    (section, key) left out, as in a config saved before that key existed)."""
+    import yaml
+
+    from r2ac.bench.memory import run_config, run_dir_of
+    from r2ac.config import save_config
+
+    run_dir = run_dir_of(str(bench_dir), task, span, method, seed)
+    os.makedirs(run_dir)
+    save_config(run_config("configs/quickstart.yaml", task, span, method, seed, run_dir, overrides, steps),
+                os.path.join(run_dir, "config.yaml"))
+    if drop:
+        path = os.path.join(run_dir, "config.yaml")
+        d = yaml.safe_load(open(path))
+        del d[drop[0]][drop[1]]
+        yaml.safe_dump(d, open(path, "w"))
+    return run_dir
+
+
+def test_settings_differences_compare_what_a_run_trained(tmp_path):
+    from r2ac.bench.memory import settings_differences
+
+    def diff(task, overrides=(), drop=None, steps=None, method="rtrl", against=()):
+        d = tmp_path / f"b{len(list(tmp_path.iterdir()))}"
+        run = _saved_run(d, task, 100, method, 1, overrides, drop, steps)
+        return settings_differences(run, "configs/quickstart.yaml", task, 100, method, 1, against)
+
+    assert diff("cue-pixels") == [] and diff("cue-pixels", steps=0) == []  # the budget is not a setting
+    assert diff("cue-pixels", ["logger.log_interval_s=5", "learner.lr_schedule=constant"]) == []
+    assert diff("cue-pixels", ["learner.entropy_cost=0.001", "env.desync=false"]) == ["env.desync",
+                                                                                     "learner.entropy_cost"]
+    # running centres: off on pixels differs; on a vector task "auto" resolves to off, so false trains the same
+    assert diff("cue-pixels", ["model.running_centres=false"]) == ["model.running_centres"]
+    assert diff("cue-vector", ["model.running_centres=false", "model.centre_frames=false"]) == []
+    assert diff("cue-pixels", ["model.input_scale=0.1", "model.episode_start_value=10"]) == []  # what auto gives
+    assert diff("cue-pixels", ["model.frame_centre=mean"]) == ["model.frame_centre"]
+    assert diff("cue-vector", ["model.frame_centre=mean"]) == []  # no frame to centre
+    # a config saved before the logit penalty existed trained without it
+    assert diff("copy", drop=("learner", "logit_penalty")) == ["learner.logit_penalty"]
+    assert diff("tmaze", method="tbptt") == [] and diff("tmaze", ["env.options.corridor_length=40"]) == ["env.options"]
+    # against the settings under test with an override
+    assert diff("cue-pixels", ["learner.entropy_cost=0.001"], against=["learner.entropy_cost=0.001"]) == []
+    assert settings_differences(str(tmp_path / "none"), "configs/quickstart.yaml", "tmaze", 100, "rtrl", 0) is None
+
+
+def test_matrix_marks_cells_not_run_with_the_settings_under_test(tmp_path, capsys):
+    today, earlier, unkept = tmp_path / "today", tmp_path / "earlier", tmp_path / "unkept"
+    for seed in (0, 1):
+        _saved_run(today, "cue-pixels", 100, "rtrl", seed)
+        _saved_run(earlier, "cue-pixels", 100, "tbptt", seed, ["model.running_centres=false"] if seed else [])
+    for d, method in ((today, "rtrl"), (earlier, "tbptt"), (unkept, "feedforward")):
+        runs = [_run("cue-pixels", 100, method, s, solved_s=90.0 if method == "rtrl" else math.nan,
+                     final=0.98 if method == "rtrl" else 0.34, held=0.91) for s in (0, 1)]
+        if method == "feedforward":
+            d.mkdir()
+        write_csv(str(d / "memory_runs.csv"), runs, RUN_COLUMNS)
+    out = tmp_path / "out"
+    assert main(["--matrix", str(today), str(earlier), str(unkept), "--out", str(out)]) == 0
+    table = (out / "matrix.md").read_text()
+    row = table.splitlines()[2]
+    assert row.startswith("| cue-pixels | 100 | 2/2 in 0.10 M steps, 1.5 min, held 0.910 (2 min, 1.0 M steps) |")
+    assert row.endswith("| 0/2, final 0.34 (2 min, 1.0 M steps) (*) | 0/2, final 0.34 (2 min, 1.0 M steps) (?) |")
+    assert f"- (*) cue-pixels 100 tbptt: differs: model.running_centres ({earlier})" in table
+    assert "- (?) settings not checked, a run left no config.yaml: cue-pixels 100 feedforward" in table
+    settings = {r["method"]: r["settings"] for r in csv.DictReader(open(out / "matrix.csv"))}
+    assert settings == {"rtrl": "", "tbptt": "differs: model.running_centres", "feedforward": "not checked"}
+    # checked against the settings under test with that override: now the tbptt cell is mixed the other way
+    assert main(["--matrix", str(today), str(earlier), "--out", str(out), "model.running_centres=false"]) == 0
+    settings = {r["method"]: r["settings"] for r in csv.DictReader(open(out / "matrix.csv"))}
+    assert settings == {"rtrl": "differs: model.running_centres", "tbptt": "differs: model.running_centres"}
+    capsys.readouterr()
