@@ -513,10 +513,18 @@ COMPARE_COLUMNS = ["task", "span", "method", "setting", "seeds", "solved", "solv
 
 
 def parse_settings(specs: Sequence[str]) -> Dict[str, List[str]]:
-    """``LABEL=DIR[,DIR...]`` per setting, in order."""
+    """``LABEL=DIR[,DIR...]`` per setting, in order. A label may hold ``=`` (``learner.logit_penalty=0=DIR``):
+    where the directories after the first ``=`` are not all there and those after the last one are, the
+    label ends at the last."""
     out: Dict[str, List[str]] = {}
+
+    def there(dirs: str) -> bool:
+        return all(os.path.isdir(d.strip()) for d in dirs.split(",") if d.strip())
+
     for spec in specs:
         label, eq, dirs = spec.partition("=")
+        if eq and not there(dirs) and there(spec.rpartition("=")[2]):
+            label, eq, dirs = spec.rpartition("=")
         if not eq or not label.strip() or not dirs.strip():
             raise ValueError(f"--compare takes LABEL=DIR[,DIR...] per setting (e.g. default=results/a,results/b "
                              f"contractive=results/c), got {spec!r}")

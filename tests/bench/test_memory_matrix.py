@@ -73,6 +73,9 @@ def test_compare_sets_settings_side_by_side_in_steps(tmp_path, capsys):
     other = _bench(tmp_path / "c", [chained, fine,
                                     _run("watermaze", 300, "rtrl", 0, final=30.6), solved("copy", 100, 0, 1e6)])
     settings = parse_settings([f"default={default},{rerun}", f"contractive={other}"])
+    # a label that names an override keeps its "=": the directories follow the last one
+    assert parse_settings([f"learner.logit_penalty=0={other}", f"default={default}"]) == {
+        "learner.logit_penalty=0": [other], "default": [default]}
     rows = compare(settings)
     # only the cells both ran (not the T-maze, not copy), each setting's row in the order given
     assert [(r["task"], r["setting"]) for r in rows] == [("cue-pixels", "default"), ("cue-pixels", "contractive"),
