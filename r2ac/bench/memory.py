@@ -430,7 +430,7 @@ def settings_differences(run_dir: str, base: str, task: str, span: int, method: 
     return sorted(keys)
 
 
-def run_dir_of(bench_dir: str, task: str, span: int, method: str, seed: int) -> str:
+def bench_run_dir(bench_dir: str, task: str, span: int, method: str, seed: int) -> str:
     """Where a bench (``--out bench_dir``) keeps one run."""
     return os.path.join(bench_dir, "runs", f"{task.replace(':', '-')}-{span}-{method}-s{seed}")
 
@@ -446,6 +446,7 @@ def gather_cells(dirs: Sequence[str], option: str = "--matrix") -> Dict[tuple, t
             raise FileNotFoundError(f"{path} does not exist: {option} takes directories that a bench wrote "
                                     "(its --out), e.g. results/memory/scaled/span100")
         for r in read_runs_csv(path):
+            r["bench_dir"] = d
             by_seed[r["task"], r["span"], r["method"], r["seed"]] = (d, r)
     cells: Dict[tuple, tuple] = {}
     for key in sorted(by_seed, key=lambda k: k[3]):
@@ -462,13 +463,14 @@ def _suite_order(key: tuple) -> tuple:
     return (*task_order(task), span, METHODS.index(method) if method in METHODS else len(METHODS))
 
 
-def cell_settings(srcs_runs: Sequence[tuple], base: str, extra: Sequence[str] = ()) -> str:
-    """How a cell's runs compare with the settings under test: ``""`` (each run's saved config trains what they
-    train), ``"differs: KEY, ..."`` (the keys where some run's config differs) or ``"not checked"`` (a run left
-    no config.yaml, e.g. a bench whose runs/ directory is not kept)."""
+def cell_settings(runs: Sequence[Dict], base: str, extra: Sequence[str] = ()) -> str:
+    """How a cell's runs (rows of :func:`gather_cells`, each with its ``bench_dir``) compare with the settings
+    under test: ``""`` (each run's saved config trains what they train), ``"differs: KEY, ..."`` (the keys
+    where some run's config differs) or ``"not checked"`` (a run left no config.yaml, e.g. a bench whose
+    runs/ directory is not kept)."""
     differing: List[str] = []
-    for bench_dir, r in srcs_runs:
-        keys = settings_differences(run_dir_of(bench_dir, r["task"], r["span"], r["method"], r["seed"]), base,
+    for r in runs:
+        keys = settings_differences(bench_run_dir(r["bench_dir"], r["task"], r["span"], r["method"], r["seed"]), base,
                                     r["task"], r["span"], r["method"], r["seed"], extra)
         if keys is None:
             return "not checked"
@@ -482,14 +484,8 @@ def matrix(dirs: Sequence[str], base: Optional[str] = None, extra: Sequence[str]
     ``base`` (a config, and overrides ``extra``) each row's ``settings`` says whether its runs trained those
     settings (:func:`cell_settings`)."""
     out = []
-    cells = gather_cells(dirs)
-    runs_of = {}
-    for d in dirs:
-        for r in read_runs_csv(os.path.join(d, "memory_runs.csv")) if base else ():
-            runs_of[r["task"], r["span"], r["method"], r["seed"]] = (d, r)
-    for (task, span, method), (srcs, rs) in cells.items():
-        settings = "" if base is None else cell_settings(
-            [runs_of[task, span, method, r["seed"]] for r in rs], base, extra)
+    for (task, span, method), (srcs, rs) in gather_cells(dirs).items():
+        settings = "" if base is None else cell_settings(rs, base, extra)
         solved = [r["solved_s"] / 60 for r in rs if not math.isnan(r["solved_s"])]
         solved_steps = [r["solved_steps"] / 1e6 for r in rs if not math.isnan(r["solved_s"])]
         finals = [r["final"] for r in rs if not math.isnan(r["final"])]
@@ -841,7 +837,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     run_config(args.config, tasks[0], task_spans[tasks[0]][0], methods[0], seeds[0], os.path.join(args.out, "check"),
                args.overrides, args.steps)  # a bad config or override fails here, before any run starts
-    jobs = [(args.config, t, s, m, seed, run_dir_of(args.out, t, s, m, seed),
+    jobs = [(args.config, t, s, m, seed, bench_run_dir(args.out, t, s, m, seed),
              args.minutes, tuple(args.overrides), args.steps)
             for t in tasks for s in task_spans[t] for m in methods for seed in seeds]
     if args.report:

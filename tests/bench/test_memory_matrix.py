@@ -120,10 +120,10 @@ def _saved_run(bench_dir, task, span, method, seed, overrides=(), drop=None, ste
     (section, key) left out, as in a config saved before that key existed)."""
     import yaml
 
-    from r2ac.bench.memory import run_config, run_dir_of
+    from r2ac.bench.memory import bench_run_dir, run_config
     from r2ac.config import save_config
 
-    run_dir = run_dir_of(str(bench_dir), task, span, method, seed)
+    run_dir = bench_run_dir(str(bench_dir), task, span, method, seed)
     os.makedirs(run_dir)
     save_config(run_config("configs/quickstart.yaml", task, span, method, seed, run_dir, overrides, steps),
                 os.path.join(run_dir, "config.yaml"))
