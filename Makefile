@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 RUN_CONFIG ?= configs/quickstart.yaml
 RUN_DIR    ?= runs/quickstart
 
-.PHONY: install run test bench-core lint clean
+.PHONY: install run test bench-core lint clean gpu-check
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ test: install
 
 bench-core: install
 	$(VENV)/bin/r2ac bench core
+
+# On a machine with an NVIDIA GPU and a CUDA build of torch (TORCH_SPEC with its index): the CUDA tests, the core
+# benchmark on GPU and CPU, and RTRL on the pixel cue with the learner on the GPU (docs/results.md, "On a GPU")
+GPU_CHECK_DIR ?= runs/gpu_check
+gpu-check: install
+	PYTHON=$(PY) tools/gpu_check.sh $(GPU_CHECK_DIR)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -62,8 +62,8 @@ _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 
 
 def _sanitize(x: Any, where: str) -> Any:
-    if isinstance(x, torch.Tensor):
-        return x
+    if isinstance(x, torch.Tensor):  # saved on the CPU: a GPU run's checkpoint loads on any machine
+        return x.detach().cpu()
     if isinstance(x, _SCALARS):
         return x
     if isinstance(x, np.generic):
@@ -105,7 +105,8 @@ def save_checkpoint(
     config: dict,
     extra: dict | None = None,
 ) -> str:
-    """Atomically write a checkpoint to ``path``; returns ``path``.
+    """Atomically write a checkpoint to ``path``; returns ``path``. Tensors are written from the CPU (a GPU
+    learner's weights and optimizer state too), so ``torch.load`` needs no ``map_location`` anywhere.
 
     The previous file at ``path`` (if any) stays intact until the new one is complete.
     """

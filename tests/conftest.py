@@ -15,6 +15,15 @@ def float64():
 
 
 @pytest.fixture
+def cuda():
+    """The CUDA device, or a skip where there is none (CI and the project's CPU machines): the tests that
+    take it check the CUDA path on a GPU machine (docs/results.md, "On a GPU")."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here: the CUDA path is checked on a GPU machine (docs/results.md, 'On a GPU')")
+    return torch.device("cuda")
+
+
+@pytest.fixture
 def wandb_env(tmp_path, monkeypatch):
     """Keep W&B offline and out of $HOME / cwd (its dirs under tmp_path)."""
     for var in ("WANDB_API_KEY", "WANDB_BASE_URL"):

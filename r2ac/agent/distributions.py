@@ -50,9 +50,13 @@ def categorical_entropy(logits: Tensor) -> Tensor:
 
 @torch.no_grad()
 def categorical_sample(logits: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
-    """Actions [...] (int64) drawn from softmax(logits [..., A]) (in float32)."""
+    """Actions [...] (int64, on the logits' device) drawn from softmax(logits [..., A]) (in float32). With a
+    ``generator``, the draw happens on the generator's device: a CPU generator gives the same actions whatever
+    device the logits are on, and its state resumes on any machine."""
     probs = torch.softmax(logits.reshape(-1, logits.shape[-1]).float(), -1)
-    return torch.multinomial(probs, 1, generator=generator).reshape(logits.shape[:-1])
+    if generator is not None:
+        probs = probs.to(generator.device)
+    return torch.multinomial(probs, 1, generator=generator).reshape(logits.shape[:-1]).to(logits.device)
 
 
 def gaussian_log_prob(mean: Tensor, log_std: Tensor, actions: Tensor) -> Tensor:
@@ -70,6 +74,8 @@ def gaussian_entropy(mean: Tensor, log_std: Tensor) -> Tensor:
 
 @torch.no_grad()
 def gaussian_sample(mean: Tensor, log_std: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
-    """Actions [..., A] (unclipped) drawn from N(mean, exp(log_std)^2)."""
-    noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+    """Actions [..., A] (unclipped) drawn from N(mean, exp(log_std)^2); with a ``generator``, the noise is drawn
+    on its device (as in :func:`categorical_sample`)."""
+    where = generator.device if generator is not None else mean.device
+    noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=where).to(mean.device)
     return mean + torch.exp(log_std.to(mean.dtype)) * noise

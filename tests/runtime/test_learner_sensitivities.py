@@ -39,7 +39,7 @@ def _record_batches(session):
     seen, update = [], session.learner.update
 
     def recording(batch):
-        seen.append({k: v.clone() for k, v in batch["initial_state"].items()})
+        seen.append({k: v.cpu().clone() for k, v in batch["initial_state"].items()})  # on a GPU too
         return update(batch)
 
     session.learner.update = recording
@@ -53,7 +53,7 @@ def test_without_lag_learner_sensitivities_are_the_actors(tmp_path, float64):
     for mode in ("actor", "learner"):
         cfg = _cfg(tmp_path, mode)
         session, venv = _session(cfg)
-        actor = Actor(copy.deepcopy(session.net), venv, M, seed=1)
+        actor = Actor(copy.deepcopy(session.net).cpu(), venv, M, seed=1)
         for _ in range(12):
             assert session.add_trajectory(actor.rollout(), M * 3, source="actor 0")
             actor.set_weights(session.weights(), session.learner.updates)
@@ -75,14 +75,14 @@ def test_with_lag_the_learner_transports_under_its_newer_weights(tmp_path, float
     cfg = _cfg(tmp_path, "learner", "learner.learning_rate=0.05")
     session, venv = _session(cfg)
     seen = _record_batches(session)
-    actor = Actor(copy.deepcopy(session.net), venv, M, seed=2)
+    actor = Actor(copy.deepcopy(session.net).cpu(), venv, M, seed=2)
     trajs = [actor.rollout() for _ in range(3)]
     assert not trajs[2]["done"][0].all()  # some columns continue the second trajectory
     after_one = None
     for i, t in enumerate(trajs):
         assert session.add_trajectory({**t, "initial_state": dict(t["initial_state"])}, M * 3, source="actor 0")
         if i == 0:
-            after_one = copy.deepcopy(session.net)
+            after_one = copy.deepcopy(session.net).cpu()
     net1 = after_one
     t = trajs[1]
     inputs = {k: t[k][:M] for k in ("obs", "reward", "action", "done")}
@@ -109,7 +109,7 @@ def test_learner_sensitivities_fall_back_to_the_shipped_ones(tmp_path):
     cfg = _cfg(tmp_path, "learner", "learner.batch_size=6")
     session, venv = _session(cfg)
     seen = _record_batches(session)
-    actor = Actor(copy.deepcopy(session.net), venv, M, seed=3)
+    actor = Actor(copy.deepcopy(session.net).cpu(), venv, M, seed=3)
     a, b = actor.rollout(), actor.rollout()
     session.add_trajectory(a, M * 3, source="actor 0")
     session.add_trajectory(b, M * 3, source="actor 0")  # a and b in one batch: b cannot use a's pass
@@ -132,7 +132,7 @@ def test_learner_sensitivities_is_checked_and_does_nothing_without_rtrl(tmp_path
         load_config("configs/quickstart.yaml", ["learner.sensitivities=critic"])
     cfg = _cfg(tmp_path, "learner", "model.learning=tbptt")
     session, venv = _session(cfg)
-    actor = Actor(copy.deepcopy(session.net), venv, M, seed=4)
+    actor = Actor(copy.deepcopy(session.net).cpu(), venv, M, seed=4)
     for _ in range(3):
         assert session.add_trajectory(actor.rollout(), M * 3, source="actor 0")
     assert "learner_sensitivities_frac" not in session.stats and session.learner.end_sensitivities is None

@@ -38,7 +38,7 @@ class RunningMeanStd(nn.Module):
 
     @torch.no_grad()
     def update(self, x: Tensor) -> None:
-        x = x.detach().to(torch.float64).reshape(-1, self.mean.numel())
+        x = x.detach().to(self.mean.device, torch.float64).reshape(-1, self.mean.numel())
         n = x.shape[0]
         if n == 0:
             return
@@ -51,7 +51,7 @@ class RunningMeanStd(nn.Module):
         self.count.copy_(total)
 
     def normalize(self, x: Tensor, clip: float = 10.0, eps: float = 1e-8) -> Tensor:
-        y = (x.to(torch.float64) - self.mean) / torch.sqrt(self.var + eps)
+        y = (x.to(torch.float64) - self.mean.to(x.device)) / torch.sqrt(self.var.to(x.device) + eps)
         return y.clamp(-clip, clip).to(x.dtype)
 
 
