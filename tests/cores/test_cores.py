@@ -275,18 +275,24 @@ EXACT = [(n, {}) for n in sorted(CORES) if CORES[n].supports_rtrl and CORES[n].e
 # layers): tests/cores/test_lru.py checks it against the paper's rule and its independence of segmentation.
 
 
+def exact_case(name, options):
+    """An exact-RTRL core (learning="rtrl"), the 200-step test sequence, the loss weights w and the gradient of
+    one full BPTT pass over it (the same weights with learning="tbptt")."""
+    core = _make(name, learning="rtrl", **options)
+    bptt = _make(name, learning="tbptt", **options)
+    bptt.load_state_dict(core.state_dict())
+    x, reset, _ = _data()
+    w = torch.randn(T, B, core.output_size, generator=torch.Generator().manual_seed(6))
+    return core, x, reset, w, _segment_grads(bptt, x, reset, w, T)
+
+
 @pytest.mark.parametrize("name, options", EXACT, ids=_ids(EXACT))
 @pytest.mark.parametrize("seg", [1, 7, 50])
 def test_rtrl_gradient_equals_full_bptt(name, options, seg):
     """Every exact-RTRL core: a 200-step sequence with episode resets, learned with RTRL in segments of 1, 7 or
     50 steps while carrying the state and its sensitivities, gives the gradient of one full-sequence BPTT pass
     (the same weights with learning="tbptt", one segment of 200 steps) to 1e-9 relative."""
-    core = _make(name, learning="rtrl", **options)
-    bptt = _make(name, learning="tbptt", **options)
-    bptt.load_state_dict(core.state_dict())
-    x, reset, _ = _data()
-    w = torch.randn(T, B, core.output_size, generator=torch.Generator().manual_seed(6))
-    full = _segment_grads(bptt, x, reset, w, T)
+    core, x, reset, w, full = exact_case(name, options)
     got = _segment_grads(core, x, reset, w, seg)
     assert full and set(got) == set(full)
     for pname in full:

@@ -4,7 +4,7 @@ on the CPU) and the same outputs and carried state as the CPU, float64."""
 import pytest
 import torch
 
-from test_cores import B, EXACT, RTRL, T, _data, _ids, _make
+from test_cores import B, EXACT, RTRL, _data, _ids, _make, exact_case
 
 from coretools import rel_err, segment_grads
 
@@ -16,12 +16,7 @@ def test_rtrl_gradient_on_cuda_equals_full_bptt_on_cpu(name, options, cuda):
     """Every exact-RTRL core: the 200-step sequence with resets, learned by RTRL on the GPU in segments of 7
     steps while carrying state and sensitivities there, gives the gradient of one full BPTT pass on the CPU
     to 1e-9 relative."""
-    core = _make(name, learning="rtrl", **options)
-    bptt = _make(name, learning="tbptt", **options)
-    bptt.load_state_dict(core.state_dict())
-    x, reset, _ = _data()
-    w = torch.randn(T, B, core.output_size, generator=torch.Generator().manual_seed(6))
-    full = segment_grads(bptt, x, reset, w, T)
+    core, x, reset, w, full = exact_case(name, options)
     gpu = core.to(cuda)
     got = segment_grads(gpu, x.to(cuda), reset.to(cuda), w.to(cuda), 7, state=gpu.initial_state(B))
     assert full and set(got) == set(full)
