@@ -21,7 +21,7 @@ from torch import Tensor
 
 from r2ac.agent.distributions import categorical_log_prob
 from r2ac.agent.learner import Learner
-from r2ac.agent.losses import categorical_entropy_bonus, centred_logit_penalty, episode_end_stats
+from r2ac.agent.losses import categorical_entropy_bonus, centred_logit_penalty, episode_end_stats, step_rewards
 from r2ac.agent.losses import normalize_advantages as normalize
 
 
@@ -39,13 +39,13 @@ def nstep_returns(rewards: Tensor, discounts: Tensor, bootstrap_value: Tensor) -
 def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: float = 0.99,
              baseline_cost: float = 0.5, entropy_cost: float = 0.01, reward_clip: float = 1.0,
              normalize_advantages: bool = False, entropy_floor: float = 0.0,
-             logit_penalty: float = 0.0, logit_margin: float = 0.0) -> Tuple[Tensor, Dict[str, float]]:
-    """The A2C loss above on one batch of M+1-step trajectories (means over time and batch)."""
+             logit_penalty: float = 0.0, logit_margin: float = 0.0,
+             truncation_bootstrap: bool = False) -> Tuple[Tensor, Dict[str, float]]:
+    """The A2C loss above on one batch of M+1-step trajectories (means over time and batch); rewards as in
+    the IMPALA loss (``step_rewards``: clipped, time-limit cuts bootstrapped)."""
     values = outputs["baseline"][:-1]
     logits = outputs["policy_logits"][:-1]
-    rewards = batch["reward"][1:].to(values.dtype)
-    if reward_clip > 0:
-        rewards = rewards.clamp(-reward_clip, reward_clip)
+    rewards = step_rewards(batch, values.dtype, discount, reward_clip, truncation_bootstrap)
     discounts = (~batch["done"][1:].to(torch.bool)).to(values.dtype) * discount
     returns = nstep_returns(rewards, discounts, outputs["baseline"][-1].detach())
     adv = returns - values.detach()
@@ -72,4 +72,5 @@ class A2CLearner(Learner):
         return a2c_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
                         entropy_cost=self.entropy_weight(), reward_clip=self.cfg.reward_clip,
                         normalize_advantages=self.cfg.normalize_advantages, entropy_floor=self.cfg.entropy_floor,
-                        logit_penalty=self.logit_penalty_weight(), logit_margin=self.cfg.logit_margin)
+                        logit_penalty=self.logit_penalty_weight(), logit_margin=self.cfg.logit_margin,
+                        truncation_bootstrap=self.cfg.truncation_bootstrap)

@@ -5,6 +5,12 @@ starts. Between trajectory boundaries it advances the hidden state only (``sensi
 boundary it moves the sensitivities across the whole trajectory in closed form (identity 2: one re-run of
 the core over the stored core inputs, one batched matmul per weight matrix). No transport inside: the
 runtime calls ``rollout()`` and ``set_weights()``.
+
+Time limits: with ``truncation_values`` (``learner.truncation_bootstrap``), where the env reports its final
+observations (``venv.final_observations``: the POPGym, MuJoCo and ``gymc:`` kinds), trajectories carry
+``truncation_value``: at a frame whose episode a time limit cut (``info["truncated"]``), V(final observation)
+under the acting weights, from the core state that frame's episode ended in (one more step of the hidden
+state, for the cut columns only); the learner folds it into the last reward.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from r2ac.agent.nets import AgentNet
 
 class Actor:
     def __init__(self, net: AgentNet, venv, unroll_length: int, seed: int = 0, ship_features: bool = False,
-                 desync: bool = False):
+                 desync: bool = False, truncation_values: bool = False):
         self.net = net.eval()
         self.venv = venv
         self.M = int(unroll_length)
@@ -37,6 +43,8 @@ class Actor:
         self.desync = bool(desync)
         self._env_rng = np.random.default_rng(seed)
         self.state = net.initial_state(self.B, device="cpu")
+        # learner.truncation_bootstrap, where the env reports final observations
+        self.truncation_values = bool(truncation_values) and bool(getattr(venv, "final_observations", False))
         self._last = self._first_frame(self._reset_envs())
         self.dropped = 0  # partial trajectories dropped after env failures
 
@@ -61,7 +69,33 @@ class Actor:
             "episode_length": torch.zeros(B, dtype=torch.int64),
         }
         frame["features"] = self.net.features(frame["obs"].unsqueeze(0))[0] if self.ship_features else None
+        if self.truncation_values:
+            frame["truncation_value"] = torch.zeros(B)
         return frame
+
+    def _step_inputs(self, obs: torch.Tensor, reward, action, done, features=None) -> Dict[str, torch.Tensor]:
+        """The network's inputs for one step of frames ``obs`` [B', *obs_shape] (``features`` where shipped)."""
+        feats = features if features is not None else self.net.features(obs.unsqueeze(0))[0]
+        inputs = {"features": feats.unsqueeze(0), "reward": reward.unsqueeze(0), "action": action.unsqueeze(0),
+                  "done": done.unsqueeze(0)}
+        if features is None:
+            inputs["obs"] = obs.unsqueeze(0)  # the frames' 8-bit values: a faster median
+        return inputs
+
+    def _truncation_values(self, info, done, reward, action, hidden) -> torch.Tensor:
+        """[B]: V(final observation) where a time limit cut the episode at this step, 0 elsewhere. The cut
+        columns take one more step from ``hidden`` (the state their episode ended in) on their final frame,
+        with the step's reward and action as its inputs, as if the episode had gone on."""
+        values = torch.zeros(self.B)
+        cut = np.flatnonzero(np.asarray(info.get("truncated", np.zeros(self.B, bool)), dtype=bool) & done)
+        if cut.size == 0 or "final_observation" not in info:
+            return values
+        idx = torch.from_numpy(cut)
+        obs = torch.from_numpy(np.ascontiguousarray(np.asarray(info["final_observation"])[cut]))
+        inputs = self._step_inputs(obs, reward[idx], action[idx], torch.zeros(len(cut), dtype=torch.bool))
+        out, _ = self.net(inputs, {k: v[idx] for k, v in hidden.items()}, sensitivities=False, return_state=False)
+        values[idx] = out["baseline"][0].float()
+        return values
 
     def restart(self) -> None:
         """Start over after an env failure: new episodes everywhere, fresh core state."""
@@ -82,11 +116,8 @@ class Actor:
         hidden = start_state
         frame = self._last
         for _ in range(self.M):
-            feats = frame["features"] if frame["features"] is not None else net.features(frame["obs"].unsqueeze(0))[0]
-            inputs = {"features": feats.unsqueeze(0), "reward": frame["reward"].unsqueeze(0),
-                      "action": frame["action"].unsqueeze(0), "done": frame["done"].unsqueeze(0)}
-            if frame["features"] is None:
-                inputs["obs"] = frame["obs"].unsqueeze(0)  # the frames' 8-bit values: a faster median
+            inputs = self._step_inputs(frame["obs"], frame["reward"], frame["action"], frame["done"],
+                                       frame["features"])
             out, hidden = net(inputs, hidden, sensitivities=False)
             xs.append(out["core_input"])
             logits = out["policy_logits"][0]
@@ -103,6 +134,9 @@ class Actor:
                 "features": net.features(torch.from_numpy(np.ascontiguousarray(obs)).unsqueeze(0))[0]
                 if self.ship_features else None,
             }
+            if self.truncation_values:
+                frame["truncation_value"] = self._truncation_values(info, np.asarray(done, dtype=bool),
+                                                                    frame["reward"], action, hidden)
             frames.append(frame)
         self._last = frame
         resets = torch.stack([f["done"] for f in frames[:-1]])
@@ -114,6 +148,8 @@ class Actor:
         obs_key = "features" if self.ship_features else "obs"
         traj = {k: torch.stack([f[k] for f in frames]) for k in
                 (obs_key, "reward", "done", "action", "policy_logits", "episode_return", "episode_length")}
+        if self.truncation_values:
+            traj["truncation_value"] = torch.stack([f["truncation_value"] for f in frames])
         traj["initial_state"] = start_state
         traj["version"] = torch.full((self.B,), self.version, dtype=torch.int64)
         traj["segment"] = torch.full((self.B,), self.segment, dtype=torch.int64)

@@ -111,7 +111,8 @@ class Learner:
                            logit_margin=self.cfg.logit_margin,
                            clip_rho_threshold=self.cfg.clip_rho_threshold or None,
                            clip_pg_rho_threshold=self.cfg.clip_pg_rho_threshold or None,
-                           normalize_pg_advantages=self.cfg.normalize_advantages)
+                           normalize_pg_advantages=self.cfg.normalize_advantages,
+                           truncation_bootstrap=self.cfg.truncation_bootstrap)
 
     def update(self, batch: Dict) -> Dict[str, float]:
         """One learner step on a batch of B trajectories (M + 1 frames each)."""

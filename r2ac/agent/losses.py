@@ -35,6 +35,7 @@ __all__ = [
     "ppo_clipped_surrogate_loss",
     "ppo_loss",
     "ppo_value_loss",
+    "step_rewards",
 ]
 
 
@@ -134,6 +135,24 @@ def reward_unit(largest_abs_reward: float) -> float:
     return largest_abs_reward if largest_abs_reward > 0 else 1.0
 
 
+def step_rewards(batch: Mapping[str, Tensor], dtype: torch.dtype, discount: float, reward_clip: float,
+                 truncation_bootstrap: bool = False) -> Tensor:
+    """The rewards r_t of a loss's T steps ([T, B], from ``batch["reward"][1:]``), clipped to
+    [-reward_clip, reward_clip] (no clipping at reward_clip <= 0). Where a time limit cut an episode and the
+    actor reported V(final observation) (``batch["truncation_value"]``, 0 where nothing was cut), with
+    ``truncation_bootstrap`` that step's reward gets + discount * V(final observation): partial-episode
+    bootstrapping (Pardo et al. 2018, "Time limits in reinforcement learning"). The step stays an episode
+    end for the trace (its discount is 0); what the cut episode would have earned after it enters as
+    reward, so a policy is not taught that the clock running out ends its returns. The folded value is a
+    constant of the loss (the acting weights' estimate): no gradient flows through it."""
+    rewards = batch["reward"][1:].to(dtype)
+    if reward_clip > 0:
+        rewards = torch.clamp(rewards, -reward_clip, reward_clip)
+    if truncation_bootstrap and "truncation_value" in batch:
+        rewards = rewards + discount * batch["truncation_value"][1:].to(dtype).detach()
+    return rewards
+
+
 def impala_loss(
     learner_outputs: Mapping[str, Tensor],
     batch: Mapping[str, Tensor],
@@ -148,6 +167,7 @@ def impala_loss(
     clip_pg_rho_threshold: float | None = 1.0,
     clip_c_threshold: float | None = 1.0,
     normalize_pg_advantages: bool = False,
+    truncation_bootstrap: bool = False,
 ) -> tuple[Tensor, dict[str, float]]:
     """IMPALA loss on one batch of M+1-step trajectories (torchbeast monobeast layout).
 
@@ -162,6 +182,7 @@ def impala_loss(
 
         bootstrap_value = baseline[T]
         rewards   = clip(reward[1:], -reward_clip, reward_clip)   (no clipping if reward_clip <= 0)
+                    + discount * truncation_value[1:] where present (``step_rewards``: time-limit cuts)
         discounts = (1 - done[1:]) * discount
         V-trace (behaviour = batch policy_logits[1:], target = learner policy_logits[:-1])
         (with ``normalize_pg_advantages`` A^pg is shifted and scaled to zero mean, unit std over the batch)
@@ -198,9 +219,7 @@ def impala_loss(
     target_logits = target_logits_all[:-1]
     values = baseline_all[:-1]
 
-    rewards = batch["reward"][1:].to(values.dtype)
-    if reward_clip > 0:
-        rewards = torch.clamp(rewards, -reward_clip, reward_clip)
+    rewards = step_rewards(batch, values.dtype, discount, reward_clip, truncation_bootstrap)
     discounts = (~batch["done"][1:].to(torch.bool)).to(values.dtype) * discount
     actions = batch["action"][1:]
     behaviour_logits = batch["policy_logits"][1:]

@@ -10,6 +10,9 @@ step is the first of the next trajectory, IMPALA's overlap):
     policy_logits  [M+1, B, A] float  behaviour logits of that action
     episode_return [M+1, B] float64   return of the episode that ended at t (NaN elsewhere)
     episode_length [M+1, B] int64
+    truncation_value [M+1, B] float32 optional (envs that report their final observations): V(final observation)
+                                      of the episode that a time limit cut at frame t, under the acting
+                                      weights (0 elsewhere); the learner folds discount * it into reward[t]
     initial_state  dict of [B, ...]   core state before frame 0 (hidden + RTRL sensitivities)
     version        [B] int64          version of the weights that acted (for the policy lag)
     segment        [B] int64          the actor's trajectory number (consecutive trajectories of an actor
@@ -26,6 +29,7 @@ import torch
 from torch import Tensor
 
 TIME_KEYS = ("reward", "done", "action", "policy_logits", "episode_return", "episode_length")
+OPTIONAL_TIME_KEYS = ("truncation_value",)  # [M+1, B], kept where every part of a batch has it
 COLUMN_KEYS = ("version", "segment", "slot")  # [B] per-column labels (segment and slot optional)
 DTYPES = {"done": torch.bool, "action": torch.int64, "episode_length": torch.int64}
 
@@ -45,6 +49,9 @@ def concat(trajs: List[Dict]) -> Dict:
     key = observation_key(trajs[0])
     out = {k: torch.cat([t[k] for t in trajs], 1) for k in (key,) + TIME_KEYS}
     out["initial_state"] = {k: torch.cat([t["initial_state"][k] for t in trajs], 0) for k in trajs[0]["initial_state"]}
+    for k in OPTIONAL_TIME_KEYS:
+        if all(k in t for t in trajs):
+            out[k] = torch.cat([t[k] for t in trajs], 1)
     for k in COLUMN_KEYS:
         if all(k in t for t in trajs):
             out[k] = torch.cat([t[k] for t in trajs])
@@ -55,6 +62,9 @@ def columns(traj: Dict, start: int, stop: int) -> Dict:
     key = observation_key(traj)
     out = {k: traj[k][:, start:stop] for k in (key,) + TIME_KEYS}
     out["initial_state"] = {k: v[start:stop] for k, v in traj["initial_state"].items()}
+    for k in OPTIONAL_TIME_KEYS:
+        if k in traj:
+            out[k] = traj[k][:, start:stop]
     for k in COLUMN_KEYS:
         if k in traj:
             out[k] = traj[k][start:stop]
@@ -117,6 +127,9 @@ def validate(traj: Dict, *, unroll_length: int, num_actions: int, state_spec: Di
                 return f"{k} has shape {tuple(traj[k].shape)}, expected {want}"
             if k in DTYPES and traj[k].dtype != DTYPES[k]:
                 return f"{k} has dtype {traj[k].dtype}, expected {DTYPES[k]}"
+        for k in OPTIONAL_TIME_KEYS:
+            if k in traj and tuple(traj[k].shape) != (T1, B):
+                return f"{k} has shape {tuple(traj[k].shape)}, expected {(T1, B)}"
         if traj["action"].min() < 0 or traj["action"].max() >= num_actions:
             return f"action outside [0, {num_actions})"
         st = traj["initial_state"]
@@ -126,7 +139,8 @@ def validate(traj: Dict, *, unroll_length: int, num_actions: int, state_spec: Di
             if tuple(st[k].shape) != (B,) + tuple(shape):
                 return f"initial_state[{k!r}] has shape {tuple(st[k].shape)}, expected {(B,) + tuple(shape)}"
         if check_finite:
-            for k in ("reward", "policy_logits") + ((key,) if key == "features" else ()):
+            for k in ("reward", "policy_logits") + ((key,) if key == "features" else ()) + tuple(
+                    o for o in OPTIONAL_TIME_KEYS if o in traj):
                 if not torch.isfinite(traj[k]).all():
                     return f"{k} has non-finite values"
             for k, v in st.items():

@@ -298,7 +298,8 @@ RESOLVED_HEADER = "# r2ac resolved config"
 _ADDED_KEYS = (("model", "carry_inputs_across_episodes", True), ("model", "episode_start_value", 1.0),
               ("model", "centre_frames", False), ("model", "frame_centre", "mean"), ("env", "desync", False),
               ("learner", "logit_penalty", 0.0), ("learner", "logit_margin", 0.0),
-              ("model", "frame_spread", False), ("model", "running_centres", False))
+              ("model", "frame_spread", False), ("model", "running_centres", False),
+              ("learner", "truncation_bootstrap", False))
 
 
 def upgrade_resolved(d: dict) -> dict:

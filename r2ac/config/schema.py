@@ -169,6 +169,10 @@ class LearnerConfig:
     normalize_advantages: bool = _f(False, "scale policy-gradient advantages to zero mean, unit std per batch")
     clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar of the policy-gradient advantage (0 = no clipping)", ge=0.0)
     grad_norm_clip: float = _f(40.0, "global gradient-norm clip (0 = off)", ge=0.0)
+    truncation_bootstrap: bool = _f(
+        False, "where a time limit cuts an episode and the env reports its final observation (POPGym, MuJoCo, "
+        "gymc: kinds), add discount * V(final observation) to the last reward instead of treating the cut as "
+        "the episode's end (docs/results.md, 'Time limits'; the PPO agent always does)")
     sensitivities: Literal["actor", "learner"] = _f(
         "actor", "where a trajectory's starting RTRL sensitivities come from: 'actor' (shipped, computed under the "
         "actor's weights) or 'learner' (carried over from the learner's own pass over that env's previous "

@@ -30,7 +30,7 @@ def train(cfg: Config, resume: bool = False, time_limit_s: Optional[float] = Non
     M, updates = session.M, session.learner.updates
     actors += [Actor(copy.deepcopy(session.net).cpu(), v, M, seed=actor_seed(cfg, i, updates),
                      ship_features=session.net.stem_frozen,  # a frozen stem runs on the actors
-                     desync=cfg.env.desync)
+                     desync=cfg.env.desync, truncation_values=cfg.learner.truncation_bootstrap)
                for i, v in enumerate(venvs)]
     publish(updates)
 

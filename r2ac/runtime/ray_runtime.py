@@ -111,7 +111,7 @@ class RolloutWorker:
         net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
         self.actor = Actor(net, venv, cfg.learner.unroll_length, seed=seed + 7_000_003 * offset,
                            ship_features=net.stem_frozen,  # a frozen stem runs here: ship features
-                           desync=cfg.env.desync)
+                           desync=cfg.env.desync, truncation_values=cfg.learner.truncation_bootstrap)
         self.actor.version = -1  # load the learner's weights before the first trajectory
         self.weight_loads = 0
         self.node = node_info()

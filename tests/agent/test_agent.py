@@ -726,3 +726,57 @@ def test_input_scale_auto_scales_raw_pixels_only(stem, shape, expected):
             load_config("configs/quickstart.yaml", [f"model.input_scale={bad}"])
     with pytest.raises(ValueError, match="input_scale must be a number > 0 or 'auto'"):
         AgentNet((5,), 3, stem="none", input_scale="big")
+
+
+def test_actor_reports_the_value_of_the_final_observation_at_time_limits():
+    """gymc:CartPole-v1 with a 5-step time limit (an env that reports final observations): the trajectory's
+    truncation_value is V(final observation) under the acting weights at exactly the frames whose episode the
+    limit cut, equal to a forward pass over that episode's frames followed by its final frame (that step's
+    reward and action as inputs, no reset); 0 elsewhere. It survives batching and validation; an env without
+    final observations (the T-maze) ships none, nor does an actor without truncation_values (the default)."""
+    torch.manual_seed(0)
+    venv = make_vec_env("gymc:CartPole-v1", 3, 0, max_episode_steps=5)
+    net = AgentNet(venv.observation_shape, venv.num_actions, stem="mlp", stem_channels=[], stem_fc=8, core="elstm",
+                   hidden_size=5, learning="rtrl").to(torch.float64)
+    finals, step = [], venv.step
+
+    def recording(actions):
+        out = step(actions)
+        finals.append((out[3]["final_observation"].copy(), out[3]["truncated"].copy()))
+        return out
+
+    venv.step = recording
+    actor = Actor(copy.deepcopy(net), venv, 20, seed=1, truncation_values=True)
+    traj = actor.rollout()
+    tv, done = traj["truncation_value"], traj["done"]
+    checked = 0
+    for j in range(1, 21):
+        final_obs, cut = finals[j - 1]
+        for b in range(3):
+            if not (cut[b] and done[j, b]):
+                assert tv[j, b] == 0.0
+                continue
+            s = j - 5  # the cut episode's first frame
+            if s < 0:
+                continue
+            assert done[s, b] and not done[s + 1:j, b].any()
+            obs = torch.cat([traj["obs"][s:j, b], torch.from_numpy(final_obs[b:b + 1])])
+            inputs = {"obs": obs[:, None], "reward": traj["reward"][s:j + 1, b][:, None],
+                      "action": traj["action"][s:j + 1, b][:, None],
+                      "done": torch.tensor([True] + [False] * 5)[:, None]}
+            with torch.no_grad():
+                out, _ = net(inputs, net.initial_state(1), return_state=False)
+            assert tv[j, b].item() == pytest.approx(out["baseline"][-1, 0].item(), rel=1e-5, abs=1e-6)
+            assert tv[j, b] != 0.0
+            checked += 1
+    assert checked >= 3
+    assert validate(traj, unroll_length=20, num_actions=2, state_spec=net.core.state_spec()) is None
+    b = Batcher(4)
+    joined = b.add(traj) + b.add(actor.rollout())
+    assert joined and all(x["truncation_value"].shape == (21, 4) for x in joined)
+    bad = {**traj, "truncation_value": tv[:5]}
+    assert "truncation_value has shape" in validate(bad, unroll_length=20, num_actions=2,
+                                                    state_spec=net.core.state_spec())
+    tm, tvenv = _net()
+    assert "truncation_value" not in Actor(tm, tvenv, M, seed=0, truncation_values=True).rollout()
+    assert "truncation_value" not in Actor(copy.deepcopy(net), venv, 20, seed=1).rollout()  # off by default

@@ -18,6 +18,7 @@ from r2ac.agent.losses import (
     ppo_clipped_surrogate_loss,
     ppo_loss,
     ppo_value_loss,
+    step_rewards,
 )
 
 LN2 = math.log(2.0)
@@ -59,6 +60,36 @@ def test_impala_loss_hand_computed():
     assert stats["mean_value"] == pytest.approx(0.75, abs=1e-12)
     assert stats["mean_abs_advantage"] == pytest.approx(0.7, abs=1e-12)
     assert stats["mean_rho"] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_truncation_value_is_folded_into_the_cut_steps_reward():
+    """Hand example with the last step cut by a time limit and V(final observation) = 3 reported: rewards
+    (1, clip(5) + 0.9 * 3 = 3.7), the trace still cut there: v_1 = 3.7, v_0 = 1 + 0.9 * 3.7 = 4.33;
+    baseline advantages (3.83, 2.7); the learner's own outputs get the gradient (the folded value none).
+    Off (the default, truncation_bootstrap=False) or without the key, the hand example's loss."""
+    learner_outputs, batch = _hand_example()
+    batch["truncation_value"] = torch.tensor([[7.0], [0.0], [3.0]], dtype=torch.float64, requires_grad=True)
+    r = step_rewards(batch, torch.float64, 0.9, 1.0, truncation_bootstrap=True)
+    assert torch.allclose(r, torch.tensor([[1.0], [3.7]], dtype=torch.float64), atol=1e-12)
+    assert not r.requires_grad
+    total, stats = impala_loss(learner_outputs, batch, discount=0.9, baseline_cost=0.5, entropy_cost=0.0,
+                               truncation_bootstrap=True)
+    bl = 0.5 * (3.83 ** 2 + 2.7 ** 2)
+    assert stats["baseline_loss"] == pytest.approx(bl, abs=1e-12)
+    assert stats["pg_loss"] == pytest.approx((3.83 + 2.7) * LN2, abs=1e-12)
+    total.backward()
+    assert batch["truncation_value"].grad is None and learner_outputs["baseline"].grad is not None
+    off, _ = impala_loss(learner_outputs, batch, discount=0.9, baseline_cost=0.5, entropy_cost=0.0)
+    plain_outputs, plain = _hand_example()
+    ref, _ = impala_loss(plain_outputs, plain, discount=0.9, baseline_cost=0.5, entropy_cost=0.0)
+    assert off.item() == pytest.approx(ref.item(), abs=1e-12)
+    assert torch.equal(step_rewards(plain, torch.float64, 0.9, 1.0, truncation_bootstrap=True),
+                       step_rewards(batch, torch.float64, 0.9, 1.0))
+    from r2ac.agent.a2c import a2c_loss  # the A2C reference folds it the same way: returns (4.33, 3.7)
+
+    _, a2c = a2c_loss(learner_outputs, batch, discount=0.9, baseline_cost=0.5, entropy_cost=0.0,
+                      truncation_bootstrap=True)
+    assert a2c["baseline_loss"] == pytest.approx(0.5 * (3.83 ** 2 + 2.7 ** 2) / 2, abs=1e-12)
 
 
 def test_impala_loss_reward_clip_off():
