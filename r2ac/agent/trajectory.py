@@ -10,9 +10,10 @@ step is the first of the next trajectory, IMPALA's overlap):
     policy_logits  [M+1, B, A] float  behaviour logits of that action
     episode_return [M+1, B] float64   return of the episode that ended at t (NaN elsewhere)
     episode_length [M+1, B] int64
-    truncation_value [M+1, B] float32 optional (envs that report their final observations): V(final observation)
-                                      of the episode that a time limit cut at frame t, under the acting
-                                      weights (0 elsewhere); the learner folds discount * it into reward[t]
+    truncation_value [M+1, B] float32 optional (learner.truncation_bootstrap, envs that report their final
+                                      observations): V(final observation) of the episode that a time limit
+                                      cut at frame t, under the acting weights (0 elsewhere); the learner
+                                      folds discount * it into reward[t]
     initial_state  dict of [B, ...]   core state before frame 0 (hidden + RTRL sensitivities)
     version        [B] int64          version of the weights that acted (for the policy lag)
     segment        [B] int64          the actor's trajectory number (consecutive trajectories of an actor
