@@ -215,7 +215,12 @@ def judge(curve, threshold: float, first: int = 2) -> Dict:
 
 def runtime_train(cfg):
     """The ``train`` function of the runtime the run's config names: the bench runs ``runtime.kind=local``
-    unless an override asks for ``runtime.kind=ray`` (actors in their own processes, real policy lag)."""
+    unless an override asks for ``runtime.kind=ray`` (actors in their own processes, real policy lag); an
+    ``algo: ppo`` config (``--config configs/ppo/...``) trains with the PPO runtime, in one process."""
+    if cfg.algo == "ppo":
+        from r2ac.runtime.ppo import train_ppo
+
+        return train_ppo
     if cfg.runtime.kind == "ray":
         from r2ac.runtime.ray_runtime import train
     else:
@@ -270,7 +275,10 @@ def fresh_return(run_dir: str) -> float:
 
         if latest_checkpoint(run_dir) is None:
             return math.nan
-        num_envs = load_config(os.path.join(run_dir, "config.yaml")).env.num_envs
+        cfg = load_config(os.path.join(run_dir, "config.yaml"))
+        if cfg.algo == "ppo":  # r2ac eval serves IMPALA/A2C agents; a PPO run has its training success only
+            return math.nan
+        num_envs = cfg.env.num_envs
         result = evaluate_run(run_dir, sets=1, episodes=FRESH_EPISODES * num_envs, seed=12345, greedy=False,
                               num_envs=num_envs, video=False, log=False)
         atomic_write_text(path, json.dumps({"mean": result["mean"], "episodes": result["episodes"],

@@ -307,6 +307,27 @@ def test_bench_memory_runs_the_runtime_the_overrides_name(tmp_path):
     assert ray_cfg.runtime.kind == "ray" and runtime_train(ray_cfg) is ray_runtime.train
 
 
+def test_bench_memory_trains_a_ppo_config(tmp_path, capsys):
+    """--config configs/ppo/...: the bench trains algo=ppo runs with the PPO runtime (one process); their
+    fresh-env column is NaN (r2ac eval serves IMPALA/A2C agents), the training success is judged as for the
+    others."""
+    from r2ac.bench.memory import main, run_config, runtime_train
+    from r2ac.runtime.ppo import train_ppo
+
+    cfg = run_config("configs/ppo/base.yaml", "cue-vector", 3, "rtrl", 0, str(tmp_path / "c"))
+    assert cfg.algo == "ppo" and runtime_train(cfg) is train_ppo
+    out = tmp_path / "bp"
+    assert main(["--config", "configs/ppo/base.yaml", "--tasks", "cue-vector", "--spans", "3", "--methods", "rtrl",
+                 "--seeds", "0", "--minutes", "0.1", "--steps", "0", "--out", str(out), "env.num_envs=4",
+                 "model.hidden_size=8", "ppo.rollout_length=16", "ppo.epochs=1", "ppo.minibatches=2",
+                 "logger.log_interval_s=0.5"]) == 0
+    rows = list(csv.DictReader(open(out / "memory_runs.csv")))
+    assert len(rows) == 1 and rows[0]["status"] == "stopped: time limit" and float(rows[0]["steps"]) > 0
+    assert 0.0 <= float(rows[0]["best"]) <= 1.0 and math.isnan(float(rows[0]["fresh"]))
+    run = json.loads((out / "runs" / "cue-vector-3-rtrl-s0" / "summary.json").read_text())
+    assert run["algo"] == "ppo"
+
+
 def test_bench_memory_success_over_a_fixed_number_of_episodes(tmp_path):
     """--window-episodes: rows weighted by the episodes that ended in them (the metrics' cumulative count),
     points only once the window is full; without counts, the 3-row window."""
