@@ -26,11 +26,21 @@ from r2ac.agent.losses import normalize_advantages as normalize
 
 
 @torch.no_grad()
-def nstep_returns(rewards: Tensor, discounts: Tensor, bootstrap_value: Tensor) -> Tensor:
-    """G_t = rewards[t] + discounts[t] G_{t+1}, G_T = bootstrap_value. [T, B] -> [T, B]."""
+def nstep_returns(rewards: Tensor, discounts: Tensor, bootstrap_value: Tensor, values: Tensor | None = None,
+                  lam: float = 1.0) -> Tensor:
+    """G_t = rewards[t] + discounts[t] G_{t+1}, G_T = bootstrap_value. [T, B] -> [T, B].
+
+    With ``lam`` < 1 (and ``values`` = V(x_0 .. x_{T-1}) [T, B]) the lambda-return
+    G_t = rewards[t] + discounts[t] ((1 - lam) V(x_{t+1}) + lam G_{t+1}), V(x_T) = bootstrap_value: the
+    advantage G_t - V(x_t) is then GAE(lambda) (Schulman et al. 2016)."""
+    if lam != 1.0 and values is None:
+        raise ValueError("nstep_returns: lam < 1 needs the values V(x_t) the lambda-return mixes in")
     out = torch.empty_like(rewards)
     g = bootstrap_value
     for t in range(rewards.shape[0] - 1, -1, -1):
+        if lam != 1.0:
+            v_next = values[t + 1] if t + 1 < rewards.shape[0] else bootstrap_value
+            g = (1.0 - lam) * v_next + lam * g
         g = rewards[t] + discounts[t] * g
         out[t] = g
     return out
@@ -40,14 +50,15 @@ def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: flo
              baseline_cost: float = 0.5, entropy_cost: float = 0.01, reward_clip: float = 1.0,
              normalize_advantages: bool = False, entropy_floor: float = 0.0,
              logit_penalty: float = 0.0, logit_margin: float = 0.0,
-             truncation_bootstrap: bool = False) -> Tuple[Tensor, Dict[str, float]]:
+             truncation_bootstrap: bool = False, lam: float = 1.0) -> Tuple[Tensor, Dict[str, float]]:
     """The A2C loss above on one batch of M+1-step trajectories (means over time and batch); rewards as in
-    the IMPALA loss (``step_rewards``: clipped, time-limit cuts bootstrapped)."""
+    the IMPALA loss (``step_rewards``: clipped, time-limit cuts bootstrapped); ``lam`` < 1: lambda-returns
+    (``learner.vtrace_lambda``; on-policy V-trace with that lambda gives the same value targets)."""
     values = outputs["baseline"][:-1]
     logits = outputs["policy_logits"][:-1]
     rewards = step_rewards(batch, values.dtype, discount, reward_clip, truncation_bootstrap)
     discounts = (~batch["done"][1:].to(torch.bool)).to(values.dtype) * discount
-    returns = nstep_returns(rewards, discounts, outputs["baseline"][-1].detach())
+    returns = nstep_returns(rewards, discounts, outputs["baseline"][-1].detach(), values.detach(), lam)
     adv = returns - values.detach()
     pg_adv = normalize(adv) if normalize_advantages else adv
     pg_loss = -(categorical_log_prob(logits, batch["action"][1:]) * pg_adv).mean()
@@ -73,4 +84,4 @@ class A2CLearner(Learner):
                         entropy_cost=self.entropy_weight(), reward_clip=self.cfg.reward_clip,
                         normalize_advantages=self.cfg.normalize_advantages, entropy_floor=self.cfg.entropy_floor,
                         logit_penalty=self.logit_penalty_weight(), logit_margin=self.cfg.logit_margin,
-                        truncation_bootstrap=self.cfg.truncation_bootstrap)
+                        truncation_bootstrap=self.cfg.truncation_bootstrap, lam=self.cfg.vtrace_lambda)

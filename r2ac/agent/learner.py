@@ -111,6 +111,7 @@ class Learner:
                            logit_margin=self.cfg.logit_margin,
                            clip_rho_threshold=self.cfg.clip_rho_threshold or None,
                            clip_pg_rho_threshold=self.cfg.clip_pg_rho_threshold or None,
+                           vtrace_lambda=self.cfg.vtrace_lambda,
                            normalize_pg_advantages=self.cfg.normalize_advantages,
                            truncation_bootstrap=self.cfg.truncation_bootstrap)
 

@@ -166,6 +166,7 @@ def impala_loss(
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     clip_c_threshold: float | None = 1.0,
+    vtrace_lambda: float = 1.0,
     normalize_pg_advantages: bool = False,
     truncation_bootstrap: bool = False,
 ) -> tuple[Tensor, dict[str, float]]:
@@ -184,7 +185,8 @@ def impala_loss(
         rewards   = clip(reward[1:], -reward_clip, reward_clip)   (no clipping if reward_clip <= 0)
                     + discount * truncation_value[1:] where present (``step_rewards``: time-limit cuts)
         discounts = (1 - done[1:]) * discount
-        V-trace (behaviour = batch policy_logits[1:], target = learner policy_logits[:-1])
+        V-trace (behaviour = batch policy_logits[1:], target = learner policy_logits[:-1]; c_s scaled by
+        ``vtrace_lambda``)
         (with ``normalize_pg_advantages`` A^pg is shifted and scaled to zero mean, unit std over the batch)
         L = L_pg(A^pg) + baseline_cost * 0.5 sum (v_s - V(x_s))^2 - entropy_cost * sum H_t
     (with ``entropy_floor`` > 0 the bonus is on min(H_t, entropy_floor * ln A): ``categorical_entropy_bonus``)
@@ -235,6 +237,7 @@ def impala_loss(
         clip_rho_threshold=clip_rho_threshold,
         clip_pg_rho_threshold=clip_pg_rho_threshold,
         clip_c_threshold=clip_c_threshold,
+        lam=vtrace_lambda,
     )
 
     pg_adv = vtrace_returns.pg_advantages

@@ -8,7 +8,9 @@ Definitions (IMPALA Eq. 1, with a per-step discount ``gamma_t``; ``gamma_t = 0``
 after step t, so nothing of ``x_{t+1}`` onwards leaks into step t):
 
     rho_t   = min(rho_bar, pi(a_t|x_t) / mu(a_t|x_t))           (truncated importance weight)
-    c_i     = min(c_bar,   pi(a_i|x_i) / mu(a_i|x_i))           ("trace cutting" coefficient)
+    c_i     = lambda min(c_bar, pi(a_i|x_i) / mu(a_i|x_i))      ("trace cutting" coefficient; lambda = 1
+                                                               is IMPALA's V-trace, lambda < 1 its
+                                                               lambda variant, Sec. 4.1)
     delta_t V = rho_t (r_t + gamma_t V(x_{t+1}) - V(x_t))
 
     v_s = V(x_s) + sum_{t=s}^{T-1} ( prod_{i=s}^{t-1} gamma_i c_i ) delta_t V
@@ -91,6 +93,7 @@ def vtrace_from_importance_weights(
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     clip_c_threshold: float | None = 1.0,
+    lam: float = 1.0,
 ) -> VTraceReturns:
     """V-trace targets and policy-gradient advantages from log importance weights.
 
@@ -101,6 +104,7 @@ def vtrace_from_importance_weights(
     bootstrap_value: [B]    V(x_T).
     clip_rho_threshold (rho_bar), clip_pg_rho_threshold (rho_bar_pg), clip_c_threshold (c_bar):
         truncation levels; ``None`` disables a truncation.
+    lam: lambda in c_s = lambda min(c_bar, rho_s) (1: IMPALA's V-trace; on-policy, the lambda-return).
 
     Backward recursion, with acc_T = 0:
 
@@ -119,7 +123,7 @@ def vtrace_from_importance_weights(
         )
         rhos = torch.exp(log_rhos)
         clipped_rhos = _clip(rhos, clip_rho_threshold)
-        cs = _clip(rhos, clip_c_threshold)
+        cs = lam * _clip(rhos, clip_c_threshold)
 
         values_t_plus_1 = torch.cat([values[1:], bootstrap_value.unsqueeze(0)], dim=0)
         deltas = clipped_rhos * (rewards + discounts * values_t_plus_1 - values)
@@ -149,6 +153,7 @@ def vtrace_from_logits(
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     clip_c_threshold: float | None = 1.0,
+    lam: float = 1.0,
 ) -> VTraceReturns:
     """V-trace for categorical policies given as logits.
 
@@ -173,6 +178,7 @@ def vtrace_from_logits(
         clip_rho_threshold=clip_rho_threshold,
         clip_pg_rho_threshold=clip_pg_rho_threshold,
         clip_c_threshold=clip_c_threshold,
+        lam=lam,
     )
     return VTraceReturns(
         vs=returns.vs,

@@ -168,6 +168,8 @@ class LearnerConfig:
     clip_rho_threshold: float = _f(1.0, "V-trace rho-bar for the value targets (0 = no clipping)", ge=0.0)
     normalize_advantages: bool = _f(False, "scale policy-gradient advantages to zero mean, unit std per batch")
     clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar of the policy-gradient advantage (0 = no clipping)", ge=0.0)
+    vtrace_lambda: float = _f(1.0, "V-trace lambda: c_s = lambda * min(1, rho_s) (Espeholt et al. 2018 Sec. 4.1; 1 = IMPALA's "
+                                   "V-trace, < 1 shortens the targets' reach like GAE's lambda)", ge=0.0, le=1.0)
     grad_norm_clip: float = _f(40.0, "global gradient-norm clip (0 = off)", ge=0.0)
     truncation_bootstrap: bool = _f(
         False, "where a time limit cuts an episode and the env reports its final observation (POPGym, MuJoCo, "

@@ -50,6 +50,57 @@ def test_nstep_returns_match_the_explicit_sum():
         assert torch.allclose(G[t], ref + disc * boot, atol=1e-14)
 
 
+@pytest.mark.parametrize("lam", [0.0, 0.6, 0.95])
+def test_lambda_returns_are_gae_and_on_policy_vtrace(lam):
+    """learner.vtrace_lambda in A2C: G_t - V(x_t) is GAE(lambda), sum_k (gamma lambda)^k delta_{t+k} with the
+    discounts' episode ends; and the returns are on-policy V-trace's targets with the same lambda."""
+    from r2ac.agent.vtrace import vtrace_from_importance_weights
+
+    g = torch.Generator().manual_seed(1)
+    T, B = 7, 3
+    r, v = torch.randn(T, B, generator=g, dtype=torch.float64), torch.randn(T, B, generator=g, dtype=torch.float64)
+    d = (torch.rand(T, B, generator=g, dtype=torch.float64) > 0.3).double() * 0.9
+    boot = torch.randn(B, generator=g, dtype=torch.float64)
+    G = nstep_returns(r, d, boot, v, lam)
+    v_next = torch.cat([v[1:], boot[None]])
+    delta = r + d * v_next - v
+    for t in range(T):
+        gae, w = torch.zeros(B, dtype=torch.float64), torch.ones(B, dtype=torch.float64)
+        for u in range(t, T):
+            gae += w * delta[u]
+            w = w * d[u] * lam
+        torch.testing.assert_close(G[t] - v[t], gae, rtol=1e-12, atol=1e-12)
+    on_policy = vtrace_from_importance_weights(torch.zeros(T, B, dtype=torch.float64), d, r, v, boot, lam=lam)
+    torch.testing.assert_close(G, on_policy.vs, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="needs the values"):
+        nstep_returns(r, d, boot, lam=0.5)
+
+
+@pytest.mark.parametrize("cls", [Learner, A2CLearner], ids=["impala", "a2c"])
+def test_learner_vtrace_lambda_reaches_the_loss(cls):
+    """learner.vtrace_lambda: the learners' loss is their loss function's with that lambda."""
+    from r2ac.config import apply_overrides
+
+    net, trajs = _batch()
+    t = trajs[-1]
+    with torch.no_grad():
+        out, _ = net(_inputs(t), t["initial_state"], return_state=False)
+    losses = {}
+    for lam in (1.0, 0.5):
+        cfg = apply_overrides(load_config(None), [f"learner.vtrace_lambda={lam}"]).learner
+        learner = cls(copy.deepcopy(net), cfg, 10**6)
+        loss, _ = learner.loss(out, t)
+        fn = a2c_loss if cls is A2CLearner else impala_loss
+        key = "lam" if cls is A2CLearner else "vtrace_lambda"
+        ref, _ = fn(out, t, discount=cfg.discount, baseline_cost=cfg.baseline_cost,
+                    entropy_cost=learner.entropy_weight(), reward_clip=cfg.reward_clip,
+                    entropy_floor=cfg.entropy_floor, logit_penalty=learner.logit_penalty_weight(),
+                    logit_margin=cfg.logit_margin, **{key: lam})
+        assert loss.item() == pytest.approx(ref.item(), rel=1e-12)
+        losses[lam] = loss.item()
+    assert losses[0.5] != pytest.approx(losses[1.0], rel=1e-9)
+
+
 def test_on_policy_a2c_advantage_equals_vtrace_pg_advantage():
     """With the behaviour policy equal to the learner's (no lag), V-trace's targets are the n-step returns:
     the A2C and IMPALA losses see the same advantages; only the reduction (mean vs sum) differs."""

@@ -28,7 +28,7 @@ def _clip(x, threshold):
     return x if threshold is None else min(threshold, x)
 
 
-def _explicit_vtrace(log_rhos, discounts, rewards, values, bootstrap_value, rho_bar, pg_rho_bar, c_bar):
+def _explicit_vtrace(log_rhos, discounts, rewards, values, bootstrap_value, rho_bar, pg_rho_bar, c_bar, lam=1.0):
     """v_s = V(x_s) + sum_{t=s}^{T-1} (prod_{i=s}^{t-1} gamma_i c_i) delta_t V, one term at a time."""
     lr, gam, r, v, vb = (np.asarray(x, dtype=np.float64) for x in
                          (log_rhos, discounts, rewards, values, bootstrap_value))
@@ -43,7 +43,7 @@ def _explicit_vtrace(log_rhos, discounts, rewards, values, bootstrap_value, rho_
             for t in range(s, T):
                 weight = 1.0
                 for i in range(s, t):
-                    weight *= gam[i, b] * _clip(rho[i], c_bar)
+                    weight *= gam[i, b] * lam * _clip(rho[i], c_bar)
                 delta = _clip(rho[t], rho_bar) * (r[t, b] + gam[t, b] * V[t + 1] - V[t])
                 total += weight * delta
             vs[s, b] = total
@@ -73,6 +73,27 @@ def test_vtrace_matches_explicit_sum(thresholds, seed):
     np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(out.pg_advantages.numpy(), adv, rtol=1e-12, atol=1e-12)
     assert out.vs.dtype == torch.float64
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.5, 0.95])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_vtrace_lambda_matches_explicit_sum(lam, seed):
+    """c_s = lambda min(c_bar, rho_s) (Espeholt et al. 2018, Sec. 4.1), against the explicit sum; lambda = 0
+    leaves the one-step target V(x_s) + rho_s delta_s."""
+    inputs = _random_inputs(seed, log_rho_scale=0.7)
+    out = vtrace_from_importance_weights(*inputs, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0,
+                                         clip_c_threshold=1.0, lam=lam)
+    vs, adv = _explicit_vtrace(*inputs, 1.0, 1.0, 1.0, lam=lam)
+    np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.pg_advantages.numpy(), adv, rtol=1e-12, atol=1e-12)
+    full = vtrace_from_importance_weights(*inputs, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0,
+                                          clip_c_threshold=1.0)
+    assert not torch.allclose(out.vs, full.vs)  # lambda < 1 changes the targets
+    if lam == 0.0:
+        log_rhos, discounts, rewards, values, bootstrap = inputs
+        v_next = torch.cat([values[1:], bootstrap[None]])
+        one_step = values + log_rhos.exp().clamp(max=1.0) * (rewards + discounts * v_next - values)
+        torch.testing.assert_close(out.vs, one_step, rtol=1e-12, atol=1e-12)
 
 
 def test_clipping_changes_result_when_active():
