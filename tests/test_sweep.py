@@ -190,3 +190,50 @@ def test_an_interrupted_run_reports_the_steps_it_reached(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "run_training", interrupted)
     row = run_one(cfg, str(tmp_path / "logs" / "run.log"))
     assert (row["status"], row["steps"], row["final_return"]) == ("interrupted", 1234, 0.5)
+
+
+def test_sigterm_stops_a_ray_sweep_with_checkpoints_and_a_results_table(tmp_path):
+    """SIGTERM to `r2ac sweep` on Ray (kill, timeout, a batch scheduler) stops it as Ctrl-C does: its runs
+    are cancelled, each writes a checkpoint and its summary, results.csv lists the steps each reached, exit
+    130. A real process, a real local Ray instance of its own, a real signal."""
+    pytest.importorskip("ray")
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from r2ac.checkpoint import load_latest_checkpoint
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "s"
+    long_runs = [a for a in TINY if not a.startswith(("total_steps", "checkpoint"))]
+    cmd = [sys.executable, "-m", "r2ac.cli", "sweep", "quickstart", "--seeds", "0,1", *long_runs,
+           "total_steps=100000000", "checkpoint.interval_s=100000", "logger.tensorboard=false", "--name", "term",
+           "--dir", str(out), "--num-cpus", "2"]
+    proc = subprocess.Popen(cmd, cwd=root, env=dict(os.environ, PYTHONPATH=root), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 240
+        while True:  # both runs are training: metrics rows in each run directory
+            rows = [sum(1 for _ in open(p)) - 1 for p in glob.glob(str(out / "**" / "metrics.csv"), recursive=True)]
+            if len(rows) == 2 and min(rows) >= 2:
+                break
+            assert proc.poll() is None, proc.communicate()[1].decode(errors="replace")[-2000:]
+            assert time.time() < deadline, "the sweep's runs logged no metrics within 240 s"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = (x.decode(errors="replace") for x in proc.communicate(timeout=240))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "r2ac sweep: interrupted" in stderr, stderr[-2000:]
+    rows = _rows(out / "results.csv")
+    assert [r["seed"] for r in rows] == ["0", "1"], rows
+    for r in rows:
+        assert r["status"] == "interrupted" and int(r["steps"]) > 0, r
+        summary = json.load(open(os.path.join(r["run_dir"], "summary.json")))
+        ckpt = load_latest_checkpoint(r["run_dir"])
+        assert summary["status"] == "interrupted" and ckpt is not None
+        assert ckpt["counters"]["step"] == summary["step"] == int(r["steps"])
+    assert "interrupted" in stdout  # the table was printed on the way out

@@ -49,6 +49,13 @@ def categorical_entropy(logits: Tensor) -> Tensor:
 
 
 @torch.no_grad()
+def categorical_kl(logits_p: Tensor, logits_q: Tensor) -> Tensor:
+    """KL(p || q) of the categorical distributions given by logits [..., A], per leading index [...]."""
+    log_p = torch.log_softmax(logits_p, dim=-1)
+    log_q = torch.log_softmax(logits_q, dim=-1)
+    return (log_p.exp() * (log_p - log_q)).sum(-1)
+
+
 def categorical_sample(logits: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
     """Actions [...] (int64, on the logits' device) drawn from softmax(logits [..., A]) (in float32). With a
     ``generator``, the draw happens on the generator's device: a CPU generator gives the same actions whatever

@@ -15,6 +15,7 @@ from typing import Dict, Optional
 
 import torch
 
+from r2ac.agent.distributions import categorical_kl
 from r2ac.agent.losses import impala_loss, max_abs_reward, reward_unit
 from r2ac.agent.nets import AgentNet
 from r2ac.agent.trajectory import observation_key, to_device
@@ -29,6 +30,17 @@ class NonFiniteLossError(RuntimeError):
 #: SPIKE_WARMUP of them exist
 SPIKE_WINDOW = 100
 SPIKE_WARMUP = 20
+
+
+def adapt_lr_scale(scale: float, kl: float, target: float, factor: float = 1.5, lowest: float = 0.01) -> float:
+    """``learner.kl_target``: the learning-rate factor for the next update from this update's KL(pi_before ||
+    pi_after). Above twice the target the factor shrinks by ``factor``, below half the target it grows by it,
+    never above 1 (the configured rate and its schedule) nor below ``lowest``; in between it stays."""
+    if kl > 2.0 * target:
+        scale /= factor
+    elif kl < 0.5 * target:
+        scale *= factor
+    return min(1.0, max(lowest, scale))
 
 
 def make_optimizer(params, cfg) -> torch.optim.Optimizer:
@@ -79,6 +91,8 @@ class Learner:
         self.end_sensitivities = None
         # learner.entropy_cap: the largest |reward| (after reward_clip) of the trained batches so far
         self.max_abs_reward = 0.0
+        # learner.kl_target: the factor on the learning rate that keeps each update's KL near the target
+        self.lr_scale = 1.0
 
     def entropy_weight(self) -> float:
         """The entropy bonus's weight in this update: ``entropy_cost``, capped at ``entropy_cap`` times the
@@ -150,9 +164,11 @@ class Learner:
             stats.update(skipped_updates=self.skipped, spike_skipped_updates=self.spikes)
             return stats
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * self.lr_scale
         self.optimizer.step()
         self.net.core.project_()
+        if self.cfg.kl_target > 0 or self.cfg.log_update_kl:
+            stats.update(self._update_kl(inputs, batch, outputs["policy_logits"]))
         if key == "obs":  # model.running_centres: the batch's new frames (frame 0 ended the previous batch)
             self.net.observe_frames(batch["obs"][1:], outputs["frame_stats"][1:] if "frame_stats" in outputs else None)
         self.nonfinite_in_row = 0
@@ -184,6 +200,18 @@ class Learner:
         return False
 
     @torch.no_grad()
+    def _update_kl(self, inputs: Dict, batch: Dict, before: torch.Tensor) -> Dict[str, float]:
+        """How far this update moved the policy: the mean over the batch's M x B steps of
+        KL(pi_before || pi_after), the policy on the same inputs from the same initial states before and after
+        the optimizer step (one more forward pass, without sensitivities). With ``learner.kl_target`` > 0 it
+        sets the next update's learning-rate factor (``adapt_lr_scale``)."""
+        after, _ = self.net(inputs, batch["initial_state"], return_state=False)
+        kl = categorical_kl(before[:-1].detach(), after["policy_logits"][:-1]).mean().item()
+        if self.cfg.kl_target > 0 and math.isfinite(kl):
+            self.lr_scale = adapt_lr_scale(self.lr_scale, kl, self.cfg.kl_target)
+        return {"update_kl": kl, "lr_scale": self.lr_scale}
+
+    @torch.no_grad()
     def _end_sensitivities(self, outputs: Dict, batch: Dict) -> Optional[Dict]:
         """The sensitivities after the trajectory's first M frames (where the actor's next trajectory starts;
         frame M is that trajectory's frame 0), moved across the segment in closed form under the current
@@ -208,10 +236,11 @@ class Learner:
 
     def state_dict(self) -> Dict:
         return {"optimizer": self.optimizer.state_dict(), "steps": self.steps, "updates": self.updates,
-                "skipped": self.skipped, "max_abs_reward": self.max_abs_reward}
+                "skipped": self.skipped, "max_abs_reward": self.max_abs_reward, "lr_scale": self.lr_scale}
 
     def load_state_dict(self, d: Dict) -> None:
         self.optimizer.load_state_dict(d["optimizer"])
         self.steps, self.updates, self.skipped = int(d["steps"]), int(d["updates"]), int(d["skipped"])
         # checkpoints written before learner.entropy_cap existed: the unit is measured again from here
         self.max_abs_reward = float(d.get("max_abs_reward", 0.0))
+        self.lr_scale = float(d.get("lr_scale", 1.0))  # checkpoints from before learner.kl_target

@@ -236,6 +236,56 @@ def test_learners_train_and_report(optimizer):
         assert {"end_value", "end_abs_advantage", "end_entropy", "policy_lag_mean"} <= set(stats)
 
 
+def test_categorical_kl_and_the_lr_scale_rule():
+    from r2ac.agent.distributions import categorical_kl
+    from r2ac.agent.learner import adapt_lr_scale
+
+    g = torch.Generator().manual_seed(0)
+    p, q = torch.randn(4, 3, 5, generator=g, dtype=torch.float64), torch.randn(4, 3, 5, generator=g, dtype=torch.float64)
+    ref = torch.distributions.kl_divergence(torch.distributions.Categorical(logits=p),
+                                            torch.distributions.Categorical(logits=q))
+    torch.testing.assert_close(categorical_kl(p, q), ref, rtol=1e-12, atol=1e-12)
+    assert torch.equal(categorical_kl(p, p), torch.zeros(4, 3, dtype=torch.float64))
+    # above twice the target: down by 1.5; below half: up by 1.5 but never above 1; in between: kept; floor
+    assert adapt_lr_scale(1.0, 0.05, 0.01) == pytest.approx(1 / 1.5)
+    assert adapt_lr_scale(0.5, 0.001, 0.01) == pytest.approx(0.75) and adapt_lr_scale(0.9, 0.0, 0.01) == 1.0
+    assert adapt_lr_scale(0.5, 0.015, 0.01) == 0.5 and adapt_lr_scale(0.011, 1.0, 0.01) == 0.01
+
+
+@pytest.mark.parametrize("cls", [Learner, A2CLearner], ids=["impala", "a2c"])
+def test_kl_target_measures_each_update_and_scales_the_next_rate(cls):
+    """learner.kl_target: update_kl is KL(pi_before || pi_after) on the batch, the policy from the same
+    initial states before and after the step; above twice the target the next update's rate is 1/1.5 of the
+    configured one (the optimizer's lr), and the factor is checkpointed. log_update_kl logs it, no control."""
+    from r2ac.agent.distributions import categorical_kl
+
+    net, trajs = _batch()
+    batch = concat(trajs)
+    inputs = _inputs(batch)
+    cfg = load_config(None, ["learner.kl_target=1e-12", "learner.lr_schedule=constant"]).learner
+    learner = cls(copy.deepcopy(net), cfg, 10**6)
+    with torch.no_grad():
+        before = learner.net(inputs, batch["initial_state"], return_state=False)[0]["policy_logits"]
+    stats = learner.update(batch)
+    with torch.no_grad():
+        after = learner.net(inputs, batch["initial_state"], return_state=False)[0]["policy_logits"]
+    kl = categorical_kl(before[:-1], after[:-1]).mean().item()
+    assert stats["update_kl"] == pytest.approx(kl, rel=1e-9) and kl > 0
+    assert stats["lr_scale"] == learner.lr_scale == pytest.approx(1 / 1.5)
+    learner.update(batch)
+    assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(cfg.learning_rate / 1.5)
+    assert learner.lr_scale == pytest.approx(1 / 1.5 ** 2)
+    fresh = cls(copy.deepcopy(net), cfg, 10**6)
+    fresh.load_state_dict(learner.state_dict())
+    assert fresh.lr_scale == learner.lr_scale
+    old = {k: v for k, v in learner.state_dict().items() if k != "lr_scale"}  # a checkpoint from before the key
+    fresh.load_state_dict(old)
+    assert fresh.lr_scale == 1.0
+    logged = cls(copy.deepcopy(net), load_config(None, ["learner.log_update_kl=true"]).learner, 10**6)
+    assert logged.update(batch)["update_kl"] > 0 and logged.lr_scale == 1.0
+    assert "update_kl" not in cls(copy.deepcopy(net), load_config(None).learner, 10**6).update(batch)
+
+
 def test_a2c_config_is_checked(tmp_path):
     from r2ac.runtime.pipeline import run_training
 
