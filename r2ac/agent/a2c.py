@@ -79,7 +79,9 @@ class A2CLearner(Learner):
     """The IMPALA ``Learner`` with its loss replaced by ``a2c_loss`` (optimizer from ``learner.optimizer``).
     Everything else (RTRL carry, clipping, skips, diagnostics, state) is shared."""
 
-    def loss(self, outputs, batch):
+    def loss(self, outputs, batch, targets=None):
+        if targets is not None:
+            raise ValueError("the A2C learner makes one pass per batch (learner.epochs=1)")
         return a2c_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
                         entropy_cost=self.entropy_weight(), reward_clip=self.cfg.reward_clip,
                         normalize_advantages=self.cfg.normalize_advantages, entropy_floor=self.cfg.entropy_floor,

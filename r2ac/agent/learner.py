@@ -15,8 +15,8 @@ from typing import Dict, Optional
 
 import torch
 
-from r2ac.agent.distributions import categorical_kl
-from r2ac.agent.losses import impala_loss, max_abs_reward, reward_unit
+from r2ac.agent.distributions import categorical_kl, categorical_log_prob
+from r2ac.agent.losses import impala_loss, impala_targets, max_abs_reward, reward_unit
 from r2ac.agent.nets import AgentNet
 from r2ac.agent.trajectory import observation_key, to_device
 from r2ac.cores.rtrl import CarryRecorder
@@ -117,8 +117,17 @@ class Learner:
             return self.cfg.learning_rate
         return self.cfg.learning_rate * max(0.0, 1.0 - self.steps / self.total_steps)
 
-    def loss(self, outputs: Dict, batch: Dict):
-        """(loss, stats) of the learner's outputs on a batch: the IMPALA loss with V-trace targets."""
+    def targets(self, outputs: Dict, batch: Dict):
+        """The V-trace targets of the learner's outputs on a batch (``impala_targets``, detached)."""
+        return impala_targets(outputs, batch, discount=self.cfg.discount, reward_clip=self.cfg.reward_clip,
+                              clip_rho_threshold=self.cfg.clip_rho_threshold or None,
+                              clip_pg_rho_threshold=self.cfg.clip_pg_rho_threshold or None,
+                              vtrace_lambda=self.cfg.vtrace_lambda,
+                              truncation_bootstrap=self.cfg.truncation_bootstrap)
+
+    def loss(self, outputs: Dict, batch: Dict, targets=None):
+        """(loss, stats) of the learner's outputs on a batch: the IMPALA loss with V-trace targets; with
+        ``targets`` (a first pass's, ``learner.epochs``) those targets and PPO's clip (``learner.clip``)."""
         return impala_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
                            entropy_cost=self.entropy_weight(), reward_clip=self.cfg.reward_clip,
                            entropy_floor=self.cfg.entropy_floor, logit_penalty=self.logit_penalty_weight(),
@@ -127,7 +136,8 @@ class Learner:
                            clip_pg_rho_threshold=self.cfg.clip_pg_rho_threshold or None,
                            vtrace_lambda=self.cfg.vtrace_lambda,
                            normalize_pg_advantages=self.cfg.normalize_advantages,
-                           truncation_bootstrap=self.cfg.truncation_bootstrap)
+                           truncation_bootstrap=self.cfg.truncation_bootstrap,
+                           targets=targets, clip=self.cfg.clip if targets is not None else 0.0)
 
     def update(self, batch: Dict) -> Dict[str, float]:
         """One learner step on a batch of B trajectories (M + 1 frames each)."""
@@ -167,6 +177,8 @@ class Learner:
             group["lr"] = lr * self.lr_scale
         self.optimizer.step()
         self.net.core.project_()
+        if self.cfg.epochs > 1:
+            stats.update(self._more_passes(inputs, batch, outputs, lr))
         if self.cfg.kl_target > 0 or self.cfg.log_update_kl:
             stats.update(self._update_kl(inputs, batch, outputs["policy_logits"]))
         if key == "obs":  # model.running_centres: the batch's new frames (frame 0 ended the previous batch)
@@ -198,6 +210,37 @@ class Learner:
         self.spikes_in_row = 0
         self.recent_norms.append(grad_norm)
         return False
+
+    def _more_passes(self, inputs: Dict, batch: Dict, first: Dict, lr: float) -> Dict[str, float]:
+        """``learner.epochs`` > 1: passes 2..E over the same batch, each a forward pass from the batch's initial
+        state and sensitivities (stale after the first step, as PPO's stored traces are) and one optimizer
+        step on PPO's clipped surrogate against the first pass's policy, with the first pass's V-trace targets
+        and advantages (APPO-style). A pass whose loss or gradient is not finite ends the passes unapplied.
+        Returns the passes applied (the first included) and the clipped fraction of the last pass's steps."""
+        targets = self.targets({k: v.detach() for k, v in first.items()}, batch)
+        params = self.net.trainable_parameters()
+        max_norm = self.cfg.grad_norm_clip if self.cfg.grad_norm_clip > 0 else math.inf
+        passes, clipped = 1, 0.0
+        for _ in range(self.cfg.epochs - 1):
+            self.optimizer.zero_grad(set_to_none=True)
+            outputs, _ = self.net(inputs, batch["initial_state"], return_state=False)
+            loss, _ = self.loss(outputs, batch, targets)
+            if not torch.isfinite(loss):
+                break
+            loss.backward()
+            if not math.isfinite(float(torch.nn.utils.clip_grad_norm_(params, max_norm))):
+                break
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr * self.lr_scale
+            self.optimizer.step()
+            self.net.core.project_()
+            passes += 1
+            with torch.no_grad():
+                log_pi = categorical_log_prob(outputs["policy_logits"][:-1], batch["action"][1:])
+                ratio = torch.exp(log_pi - targets.target_action_log_probs)
+                clipped = ((ratio - 1.0).abs() > self.cfg.clip).float().mean().item()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"passes": float(passes), "clip_fraction": clipped}
 
     @torch.no_grad()
     def _update_kl(self, inputs: Dict, batch: Dict, before: torch.Tensor) -> Dict[str, float]:

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from r2ac.agent.distributions import categorical_entropy, categorical_log_prob
-from r2ac.agent.vtrace import vtrace_from_logits
+from r2ac.agent.vtrace import VTraceReturns, vtrace_from_logits
 
 __all__ = [
     "baseline_loss",
@@ -56,6 +56,22 @@ def policy_gradient_loss(logits: Tensor, actions: Tensor, advantages: Tensor) ->
             f"{tuple(log_pi_a.shape)}"
         )
     return -(log_pi_a * advantages.detach()).sum()
+
+
+def clipped_policy_gradient_loss(logits: Tensor, actions: Tensor, advantages: Tensor, old_log_probs: Tensor,
+                                 clip: float) -> Tensor:
+    """PPO's clipped surrogate (Schulman et al. 2017, Eq. 7) as a loss summed over time and batch:
+    L = - sum_{t,b} min(r_t A_t, clip(r_t, 1 - clip, 1 + clip) A_t), r_t = pi(a_t|x_t) / pi_old(a_t|x_t),
+    with A_t and log pi_old detached. At r = 1 its gradient is ``policy_gradient_loss``'s; a step whose ratio
+    has moved past the clip in the advantage's direction contributes no gradient."""
+    log_pi_a = categorical_log_prob(logits, actions)
+    if tuple(advantages.shape) != tuple(log_pi_a.shape) or tuple(old_log_probs.shape) != tuple(log_pi_a.shape):
+        raise ValueError(
+            f"clipped_policy_gradient_loss: advantages {tuple(advantages.shape)} and old_log_probs "
+            f"{tuple(old_log_probs.shape)} must have the actions' shape {tuple(log_pi_a.shape)}")
+    a = advantages.detach()
+    ratio = torch.exp(log_pi_a - old_log_probs.detach())
+    return -torch.min(ratio * a, ratio.clamp(1.0 - clip, 1.0 + clip) * a).sum()
 
 
 def baseline_loss(advantages: Tensor) -> Tensor:
@@ -153,6 +169,38 @@ def step_rewards(batch: Mapping[str, Tensor], dtype: torch.dtype, discount: floa
     return rewards
 
 
+def impala_targets(
+    learner_outputs: Mapping[str, Tensor],
+    batch: Mapping[str, Tensor],
+    discount: float = 0.99,
+    reward_clip: float = 1.0,
+    clip_rho_threshold: float | None = 1.0,
+    clip_pg_rho_threshold: float | None = 1.0,
+    clip_c_threshold: float | None = 1.0,
+    vtrace_lambda: float = 1.0,
+    truncation_bootstrap: bool = False,
+) -> VTraceReturns:
+    """The V-trace targets, policy-gradient advantages and target-policy log-probabilities of ``impala_loss``
+    (layout there), detached: behaviour = batch policy_logits[1:], target = learner policy_logits[:-1]."""
+    baseline_all = learner_outputs["baseline"]
+    values = baseline_all[:-1]
+    rewards = step_rewards(batch, values.dtype, discount, reward_clip, truncation_bootstrap)
+    discounts = (~batch["done"][1:].to(torch.bool)).to(values.dtype) * discount
+    return vtrace_from_logits(
+        behaviour_logits=batch["policy_logits"][1:],
+        target_logits=learner_outputs["policy_logits"][:-1],
+        actions=batch["action"][1:],
+        discounts=discounts,
+        rewards=rewards,
+        values=values.detach(),
+        bootstrap_value=baseline_all[-1].detach(),
+        clip_rho_threshold=clip_rho_threshold,
+        clip_pg_rho_threshold=clip_pg_rho_threshold,
+        clip_c_threshold=clip_c_threshold,
+        lam=vtrace_lambda,
+    )
+
+
 def impala_loss(
     learner_outputs: Mapping[str, Tensor],
     batch: Mapping[str, Tensor],
@@ -169,6 +217,8 @@ def impala_loss(
     vtrace_lambda: float = 1.0,
     normalize_pg_advantages: bool = False,
     truncation_bootstrap: bool = False,
+    targets: VTraceReturns | None = None,
+    clip: float = 0.0,
 ) -> tuple[Tensor, dict[str, float]]:
     """IMPALA loss on one batch of M+1-step trajectories (torchbeast monobeast layout).
 
@@ -191,6 +241,10 @@ def impala_loss(
         L = L_pg(A^pg) + baseline_cost * 0.5 sum (v_s - V(x_s))^2 - entropy_cost * sum H_t
     (with ``entropy_floor`` > 0 the bonus is on min(H_t, entropy_floor * ln A): ``categorical_entropy_bonus``)
     (with ``logit_penalty`` > 0, + logit_penalty * sum ``centred_logit_penalty``(target logits, logit_margin))
+    ``targets`` (``impala_targets`` of an earlier pass over the same batch, ``learner.epochs``): the V-trace
+    targets and advantages are those, not recomputed; with ``clip`` > 0, L_pg is PPO's clipped surrogate
+    against that pass's policy (``clipped_policy_gradient_loss``), which at the first pass (ratio 1) has
+    IMPALA's gradient.
 
     All three terms are sums over time and batch. Returns (total_loss, stats) where stats holds
     python floats: total_loss, pg_loss, baseline_loss, entropy_loss, entropy (mean per step), logit_spread
@@ -217,33 +271,27 @@ def impala_loss(
     if baseline_all.shape[0] < 2:
         raise ValueError("impala_loss: need T+1 >= 2 time steps (T steps + 1 bootstrap step)")
 
-    bootstrap_value = baseline_all[-1]
     target_logits = target_logits_all[:-1]
     values = baseline_all[:-1]
-
-    rewards = step_rewards(batch, values.dtype, discount, reward_clip, truncation_bootstrap)
-    discounts = (~batch["done"][1:].to(torch.bool)).to(values.dtype) * discount
     actions = batch["action"][1:]
-    behaviour_logits = batch["policy_logits"][1:]
-
-    vtrace_returns = vtrace_from_logits(
-        behaviour_logits=behaviour_logits,
-        target_logits=target_logits,
-        actions=actions,
-        discounts=discounts,
-        rewards=rewards,
-        values=values,
-        bootstrap_value=bootstrap_value,
-        clip_rho_threshold=clip_rho_threshold,
-        clip_pg_rho_threshold=clip_pg_rho_threshold,
-        clip_c_threshold=clip_c_threshold,
-        lam=vtrace_lambda,
-    )
+    if targets is None:
+        targets = impala_targets(learner_outputs, batch, discount=discount, reward_clip=reward_clip,
+                                 clip_rho_threshold=clip_rho_threshold,
+                                 clip_pg_rho_threshold=clip_pg_rho_threshold, clip_c_threshold=clip_c_threshold,
+                                 vtrace_lambda=vtrace_lambda, truncation_bootstrap=truncation_bootstrap)
+    vtrace_returns = targets
 
     pg_adv = vtrace_returns.pg_advantages
     if normalize_pg_advantages:  # zero mean, unit std over the batch (not in IMPALA; an option)
         pg_adv = normalize_advantages(pg_adv)
-    pg_loss = policy_gradient_loss(target_logits, actions, pg_adv)
+    if clip > 0:
+        if vtrace_returns.target_action_log_probs is None:
+            raise ValueError("impala_loss: clip > 0 needs targets with the first pass's target_action_log_probs "
+                             "(impala_targets)")
+        pg_loss = clipped_policy_gradient_loss(target_logits, actions, pg_adv,
+                                               vtrace_returns.target_action_log_probs, clip)
+    else:
+        pg_loss = policy_gradient_loss(target_logits, actions, pg_adv)
     v_loss = baseline_loss(vtrace_returns.vs - values)
     h, bonus = categorical_entropy_bonus(target_logits, entropy_floor)
     h_loss = -bonus.sum()

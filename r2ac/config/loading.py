@@ -300,7 +300,8 @@ _ADDED_KEYS = (("model", "carry_inputs_across_episodes", True), ("model", "episo
               ("learner", "logit_penalty", 0.0), ("learner", "logit_margin", 0.0),
               ("model", "frame_spread", False), ("model", "running_centres", False),
               ("learner", "truncation_bootstrap", False), ("learner", "vtrace_lambda", 1.0),
-              ("learner", "kl_target", 0.0), ("learner", "log_update_kl", False))
+              ("learner", "kl_target", 0.0), ("learner", "log_update_kl", False), ("learner", "epochs", 1),
+              ("learner", "clip", 0.2))
 
 
 def upgrade_resolved(d: dict) -> dict:

@@ -168,14 +168,18 @@ class LearnerConfig:
     clip_rho_threshold: float = _f(1.0, "V-trace rho-bar for the value targets (0 = no clipping)", ge=0.0)
     normalize_advantages: bool = _f(False, "scale policy-gradient advantages to zero mean, unit std per batch")
     clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar of the policy-gradient advantage (0 = no clipping)", ge=0.0)
+    epochs: int = _f(1, "passes over each batch: > 1 adds passes on PPO's clipped surrogate against the first "
+                        "pass's policy, with its V-trace targets (APPO-style; IMPALA only)", gt=0)
+    clip: float = _f(0.2, "PPO's ratio clip for the passes after the first (learner.epochs > 1)", gt=0.0)
     kl_target: float = _f(0.0, "keep each update's KL(pi_before || pi_after) on its batch near this: the learning rate "
                                "shrinks by 1.5 after an update above twice it and grows back by 1.5 (up to the "
                                "configured rate) below half of it; costs one forward pass per update (0 = off)",
                           ge=0.0)
     log_update_kl: bool = _f(False, "log each update's KL(pi_before || pi_after) on its batch (update_kl; one more "
                                     "forward pass per update) without acting on it")
-    vtrace_lambda: float = _f(1.0, "V-trace lambda: c_s = lambda * min(1, rho_s) (Espeholt et al. 2018 Sec. 4.1; 1 = IMPALA's "
-                                   "V-trace, < 1 shortens the targets' reach like GAE's lambda)", ge=0.0, le=1.0)
+    vtrace_lambda: float = _f(1.0, "V-trace lambda: c_s = lambda * min(1, rho_s) (Espeholt et al. 2018 Sec. 4.1; "
+                                   "1 = IMPALA's V-trace, < 1 shortens the targets' reach like GAE's lambda)",
+                              ge=0.0, le=1.0)
     grad_norm_clip: float = _f(40.0, "global gradient-norm clip (0 = off)", ge=0.0)
     truncation_bootstrap: bool = _f(
         False, "where a time limit cuts an episode and the env reports its final observation (POPGym, MuJoCo, "

@@ -241,7 +241,8 @@ def test_categorical_kl_and_the_lr_scale_rule():
     from r2ac.agent.learner import adapt_lr_scale
 
     g = torch.Generator().manual_seed(0)
-    p, q = torch.randn(4, 3, 5, generator=g, dtype=torch.float64), torch.randn(4, 3, 5, generator=g, dtype=torch.float64)
+    p = torch.randn(4, 3, 5, generator=g, dtype=torch.float64)
+    q = torch.randn(4, 3, 5, generator=g, dtype=torch.float64)
     ref = torch.distributions.kl_divergence(torch.distributions.Categorical(logits=p),
                                             torch.distributions.Categorical(logits=q))
     torch.testing.assert_close(categorical_kl(p, q), ref, rtol=1e-12, atol=1e-12)
@@ -284,6 +285,68 @@ def test_kl_target_measures_each_update_and_scales_the_next_rate(cls):
     logged = cls(copy.deepcopy(net), load_config(None, ["learner.log_update_kl=true"]).learner, 10**6)
     assert logged.update(batch)["update_kl"] > 0 and logged.lr_scale == 1.0
     assert "update_kl" not in cls(copy.deepcopy(net), load_config(None).learner, 10**6).update(batch)
+
+
+def test_clipped_policy_gradient_loss():
+    """PPO's clipped surrogate: its value by hand; at ratio 1 the gradient of the plain policy-gradient loss;
+    no gradient from a step whose ratio moved past the clip in its advantage's direction."""
+    from r2ac.agent.losses import clipped_policy_gradient_loss, policy_gradient_loss
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(5, 3, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    actions = torch.randint(0, 4, (5, 3), generator=g)
+    adv = torch.randn(5, 3, generator=g, dtype=torch.float64)
+    log_pi = torch.log_softmax(logits, -1).gather(-1, actions[..., None])[..., 0]
+    same = clipped_policy_gradient_loss(logits, actions, adv, log_pi.detach(), 0.2)
+    assert same.item() == pytest.approx(-adv.sum().item(), rel=1e-12)
+    g1, = torch.autograd.grad(same, logits)
+    g2, = torch.autograd.grad(policy_gradient_loss(logits, actions, adv), logits)
+    torch.testing.assert_close(g1, g2, rtol=1e-12, atol=1e-12)
+    old = log_pi.detach() - torch.log(torch.tensor(1.5, dtype=torch.float64))  # ratio 1.5 everywhere
+    loss = clipped_policy_gradient_loss(logits, actions, adv, old, 0.2)
+    expect = -torch.min(1.5 * adv, 1.2 * adv).sum()
+    assert loss.item() == pytest.approx(expect.item(), rel=1e-12)
+    grad, = torch.autograd.grad(loss, logits)
+    assert torch.all(grad[adv > 0] == 0) and torch.any(grad[adv < 0] != 0)  # past 1 + clip with A > 0: held
+
+
+def test_learner_epochs_add_clipped_passes_with_the_first_passs_targets():
+    """learner.epochs=2: after the first (IMPALA) step, one more step on the clipped surrogate against the
+    first pass's policy with its V-trace targets, from the batch's initial state and sensitivities; the same
+    as doing that second step by hand. epochs=1 is the plain learner; A2C refuses more passes."""
+    from r2ac.agent.losses import impala_targets
+    from r2ac.runtime.pipeline import check_a2c
+
+    net, trajs = _batch()
+    batch = concat(trajs)
+    inputs = _inputs(batch)
+    cfg = load_config(None, ["learner.epochs=2", "learner.clip=0.1", "learner.lr_schedule=constant"]).learner
+    learner = Learner(copy.deepcopy(net), cfg, 10**6)
+    stats = learner.update(batch)
+    assert stats["passes"] == 2 and 0.0 <= stats["clip_fraction"] <= 1.0 and learner.updates == 1
+    assert learner.optimizer.state_dict()["state"][0]["step"] == 2
+
+    ref = Learner(copy.deepcopy(net), load_config(None, ["learner.lr_schedule=constant"]).learner, 10**6)
+    with torch.no_grad():
+        first = ref.net(inputs, batch["initial_state"], return_state=False)[0]
+    ref.update(batch)
+    targets = impala_targets(first, batch, discount=cfg.discount, reward_clip=cfg.reward_clip)
+    ref.optimizer.zero_grad()
+    out = ref.net(inputs, batch["initial_state"], return_state=False)[0]
+    loss, _ = impala_loss(out, batch, discount=cfg.discount, baseline_cost=cfg.baseline_cost,
+                          entropy_cost=ref.entropy_weight(), reward_clip=cfg.reward_clip,
+                          entropy_floor=cfg.entropy_floor, logit_penalty=ref.logit_penalty_weight(),
+                          logit_margin=cfg.logit_margin, targets=targets, clip=0.1)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(ref.net.trainable_parameters(), cfg.grad_norm_clip)
+    ref.optimizer.step()
+    ref.net.core.project_()
+    for a, b in zip(learner.net.parameters(), ref.net.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="one pass"):
+        A2CLearner(copy.deepcopy(net), cfg, 10**6).loss(out, batch, targets)
+    with pytest.raises(ConfigError, match="learner.epochs=1"):
+        check_a2c(load_config(None, ["algo=a2c", "env.num_envs=8", "learner.batch_size=8", "learner.epochs=2"]))
 
 
 def test_a2c_config_is_checked(tmp_path):
