@@ -399,8 +399,6 @@ def _run_on_ray(sweep: Sweep, address: Optional[str], num_cpus: Optional[int],
                 report) -> List[Dict[str, Any]]:
     import ray
 
-    from r2ac.runtime import sigterm_as_interrupt
-
     capacity = float(num_cpus or os.cpu_count() or 1)
     owns = False
     if not ray.is_initialized():
@@ -417,43 +415,40 @@ def _run_on_ray(sweep: Sweep, address: Optional[str], num_cpus: Optional[int],
         waiting = list(range(len(sweep.runs)))
         running: Dict[Any, Tuple[int, float]] = {}
         used = 0.0
-        # SIGTERM (kill, timeout, a scheduler, `ray job stop`) as Ctrl-C: the runs are cancelled, each writes a
-        # checkpoint and its summary, and results.csv lists where they got
-        with sigterm_as_interrupt():
-            try:
-                while waiting or running:
-                    # start runs in order while their CPUs are free (one always runs, whatever it asks for)
-                    while waiting:
-                        i = waiting[0]
-                        res = run_resources(sweep.runs[i].cfg, capacity)
-                        if running and used + res["cpus"] > capacity + 1e-9:
-                            break
-                        ref = task.options(num_cpus=res["num_cpus"], num_gpus=res["num_gpus"]).remote(
-                            sweep.runs[i].cfg, sweep.runs[i].log_path)
-                        running[ref] = (i, res["cpus"])
-                        used += res["cpus"]
-                        waiting.pop(0)
-                        report("start", sweep.runs[i], None)
-                    done, _ = ray.wait(list(running), num_returns=1)
-                    for ref in done:
-                        i, cpus = running.pop(ref)
-                        used -= cpus
-                        try:
-                            results[i] = ray.get(ref)
-                        except Exception as e:  # the task itself died (its worker process lost)
-                            results[i] = {"status": f"failed: {_one_line(e)}"[:300], "steps": 0,
-                                          "final_return": float("nan"), "eval_return": float("nan"),
-                                          "wall_s": float("nan")}
-                        report("done", sweep.runs[i], results[i])
-            except KeyboardInterrupt:
-                for ref in running:  # the runs get a KeyboardInterrupt: each writes a checkpoint and stops
-                    ray.cancel(ref)
-                for ref, (i, _) in running.items():
+        try:
+            while waiting or running:
+                # start runs in order while their CPUs are free (one always runs, whatever it asks for)
+                while waiting:
+                    i = waiting[0]
+                    res = run_resources(sweep.runs[i].cfg, capacity)
+                    if running and used + res["cpus"] > capacity + 1e-9:
+                        break
+                    ref = task.options(num_cpus=res["num_cpus"], num_gpus=res["num_gpus"]).remote(
+                        sweep.runs[i].cfg, sweep.runs[i].log_path)
+                    running[ref] = (i, res["cpus"])
+                    used += res["cpus"]
+                    waiting.pop(0)
+                    report("start", sweep.runs[i], None)
+                done, _ = ray.wait(list(running), num_returns=1)
+                for ref in done:
+                    i, cpus = running.pop(ref)
+                    used -= cpus
                     try:
-                        results[i] = ray.get(ref, timeout=120)
-                    except Exception:
-                        results[i] = None
-                raise _Interrupted(results)
+                        results[i] = ray.get(ref)
+                    except Exception as e:  # the task itself died (its worker process lost)
+                        results[i] = {"status": f"failed: {_one_line(e)}"[:300], "steps": 0,
+                                      "final_return": float("nan"), "eval_return": float("nan"),
+                                      "wall_s": float("nan")}
+                    report("done", sweep.runs[i], results[i])
+        except KeyboardInterrupt:
+            for ref in running:  # the runs get a KeyboardInterrupt: each writes a checkpoint and stops
+                ray.cancel(ref)
+            for ref, (i, _) in running.items():
+                try:
+                    results[i] = ray.get(ref, timeout=120)
+                except Exception:
+                    results[i] = None
+            raise _Interrupted(results)
         return results  # type: ignore[return-value]
     finally:
         if owns:
