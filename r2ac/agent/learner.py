@@ -117,27 +117,26 @@ class Learner:
             return self.cfg.learning_rate
         return self.cfg.learning_rate * max(0.0, 1.0 - self.steps / self.total_steps)
 
+    def _vtrace_options(self) -> Dict:
+        """The config's V-trace settings, as ``impala_targets`` and ``impala_loss`` take them."""
+        c = self.cfg
+        return {"discount": c.discount, "reward_clip": c.reward_clip,
+                "clip_rho_threshold": c.clip_rho_threshold or None,
+                "clip_pg_rho_threshold": c.clip_pg_rho_threshold or None,
+                "vtrace_lambda": c.vtrace_lambda, "truncation_bootstrap": c.truncation_bootstrap}
+
     def targets(self, outputs: Dict, batch: Dict):
         """The V-trace targets of the learner's outputs on a batch (``impala_targets``, detached)."""
-        return impala_targets(outputs, batch, discount=self.cfg.discount, reward_clip=self.cfg.reward_clip,
-                              clip_rho_threshold=self.cfg.clip_rho_threshold or None,
-                              clip_pg_rho_threshold=self.cfg.clip_pg_rho_threshold or None,
-                              vtrace_lambda=self.cfg.vtrace_lambda,
-                              truncation_bootstrap=self.cfg.truncation_bootstrap)
+        return impala_targets(outputs, batch, **self._vtrace_options())
 
     def loss(self, outputs: Dict, batch: Dict, targets=None):
         """(loss, stats) of the learner's outputs on a batch: the IMPALA loss with V-trace targets; with
         ``targets`` (a first pass's, ``learner.epochs``) those targets and PPO's clip (``learner.clip``)."""
-        return impala_loss(outputs, batch, discount=self.cfg.discount, baseline_cost=self.cfg.baseline_cost,
-                           entropy_cost=self.entropy_weight(), reward_clip=self.cfg.reward_clip,
+        return impala_loss(outputs, batch, baseline_cost=self.cfg.baseline_cost, entropy_cost=self.entropy_weight(),
                            entropy_floor=self.cfg.entropy_floor, logit_penalty=self.logit_penalty_weight(),
-                           logit_margin=self.cfg.logit_margin,
-                           clip_rho_threshold=self.cfg.clip_rho_threshold or None,
-                           clip_pg_rho_threshold=self.cfg.clip_pg_rho_threshold or None,
-                           vtrace_lambda=self.cfg.vtrace_lambda,
-                           normalize_pg_advantages=self.cfg.normalize_advantages,
-                           truncation_bootstrap=self.cfg.truncation_bootstrap,
-                           targets=targets, clip=self.cfg.clip if targets is not None else 0.0)
+                           logit_margin=self.cfg.logit_margin, normalize_pg_advantages=self.cfg.normalize_advantages,
+                           targets=targets, clip=self.cfg.clip if targets is not None else 0.0,
+                           **self._vtrace_options())
 
     def update(self, batch: Dict) -> Dict[str, float]:
         """One learner step on a batch of B trajectories (M + 1 frames each)."""
