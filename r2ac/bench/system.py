@@ -18,6 +18,7 @@ per trajectory, learner updates/s. Prints a table, writes ``system.csv`` and ``s
 
     r2ac bench system                                   # tmaze, watermaze, atari:Breakout, dmlab; 30 s per run
     r2ac bench system --envs tmaze --seconds 10 --actors 1 2
+    r2ac bench system --envs atari:Breakout --modes raw ray --actors 4 14 device=cuda runtime.learner_gpus=1
 """
 
 from __future__ import annotations
@@ -127,10 +128,10 @@ def run_rate(cfg, seconds: float) -> Dict:
 
 
 def bench_env_system(env: str, out: str, seconds: float, actors: Sequence[int], modes: Sequence[str],
-                     progress: bool = True) -> List[Dict]:
+                     progress: bool = True, overrides: Sequence[str] = ()) -> List[Dict]:
     from r2ac.runtime import frames_per_step
 
-    base = make_config(env, out, "raw")
+    base = make_config(env, out, "raw", extra=overrides)
     fps = frames_per_step(base)
     rows: List[Dict] = []
 
@@ -153,13 +154,13 @@ def bench_env_system(env: str, out: str, seconds: float, actors: Sequence[int], 
         rate, size = actor_rate(base, min(seconds, 10.0))
         add("actor", 1, rate, raw, bytes_per_trajectory=size, note="one Actor, no learner")
     if "local" in modes:
-        r = run_rate(make_config(env, out, "local"), seconds)
+        r = run_rate(make_config(env, out, "local", extra=overrides), seconds)
         add("local", 1, r["steps_per_s"], raw, policy_lag_mean=r["policy_lag_mean"],
             policy_lag_max=r["policy_lag_max"], bytes_per_trajectory=r["bytes_per_trajectory"],
             learner_updates_per_s=r["learner_updates_per_s"], note="single process")
     if "ray" in modes:
         for n in actors:
-            r = run_rate(make_config(env, out, f"ray-{n}", n), seconds)
+            r = run_rate(make_config(env, out, f"ray-{n}", n, overrides), seconds)
             add(f"ray-{n}", n, r["steps_per_s"], raw, policy_lag_mean=r["policy_lag_mean"],
                 policy_lag_max=r["policy_lag_max"], bytes_per_trajectory=r["bytes_per_trajectory"],
                 learner_updates_per_s=r["learner_updates_per_s"],
@@ -171,8 +172,8 @@ def bench_env_system(env: str, out: str, seconds: float, actors: Sequence[int], 
         # exported for this: throughput does not depend on what the stem learned.
         stem_file = export_fresh_stem(base, os.path.join(out, env.replace(":", "_") + "-stem.safetensors"))
         n = actors[0]
-        r = run_rate(make_config(env, out, f"ray-{n}-frozen", n, [f"stem.path={stem_file}", "stem.freeze=true"]),
-                     seconds)
+        r = run_rate(make_config(env, out, f"ray-{n}-frozen", n,
+                                 [*overrides, f"stem.path={stem_file}", "stem.freeze=true"]), seconds)
         add(f"ray-{n}-frozen", n, r["steps_per_s"], raw, policy_lag_mean=r["policy_lag_mean"],
             policy_lag_max=r["policy_lag_max"], bytes_per_trajectory=r["bytes_per_trajectory"],
             learner_updates_per_s=r["learner_updates_per_s"], note="frozen stem: actors ship features")
@@ -226,9 +227,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    choices=["raw", "actor", "local", "ray", "ray-frozen"],
                    help="ray-frozen: the Ray run with a frozen stem (actors ship features), for the first --actors")
     p.add_argument("--out", default="bench_out", help="folder for system.csv, system.png and the runs")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="config overrides for every run, e.g. device=cuda runtime.learner_gpus=1 (the learner "
+                        "process on a GPU)")
     a = p.parse_args(argv)
+    bad = [o for o in a.overrides if "=" not in o]
+    if bad:
+        p.error(f"not a key=value override: {' '.join(bad)} (e.g. device=cuda runtime.learner_gpus=1)")
+    if a.overrides:  # a wrong key or value stops here, before Ray starts
+        from r2ac.config import ConfigError
+
+        try:
+            make_config(a.envs[0], a.out, "ray", extra=a.overrides)
+        except ConfigError as e:
+            p.error(str(e))
     print(f"r2ac bench system: {a.seconds:g} s per run; {machine_description()}; "
-          f"load average {os.getloadavg()[0]:.2f}")
+          f"load average {os.getloadavg()[0]:.2f}" + (f"; overrides: {' '.join(a.overrides)}" if a.overrides else ""))
     print(format_table([], COLUMNS))
     started = False
     if "ray" in a.modes or "ray-frozen" in a.modes:
@@ -242,7 +256,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         for env in a.envs:
             try:
-                rows += bench_env_system(env, a.out, a.seconds, a.actors, a.modes)
+                rows += bench_env_system(env, a.out, a.seconds, a.actors, a.modes, overrides=a.overrides)
             except (ImportError, RuntimeError) as e:
                 rows.append({"env": env, "mode": "skipped", "note": f"{type(e).__name__}: {e}"})
                 print(f"{env}: skipped ({e})", flush=True)

@@ -116,10 +116,10 @@ class TrainingSession(RunSession):
 
     def __init__(self, cfg: Config, ckpt: Optional[dict], observation_shape, num_actions: int, *,
                  publish: Optional[Callable[[int], None]] = None, time_limit_s: Optional[float] = None,
-                 progress_bar: Optional[bool] = None):
+                 progress_bar: Optional[bool] = None, device: Optional[torch.device] = None):
         self.M = cfg.learner.unroll_length
         self.obs_shape, self.num_actions = tuple(observation_shape), int(num_actions)
-        self.device = resolve_device(cfg.device)
+        self.device = device if device is not None else resolve_device(cfg.device)
         self.net = build_net(cfg, self.obs_shape, self.num_actions).to(self.device)
         learner_cls = A2CLearner if cfg.algo == "a2c" else Learner
         self.learner = learner_cls(self.net, cfg.learner, cfg.total_steps, self.device)

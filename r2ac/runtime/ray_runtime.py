@@ -44,8 +44,8 @@ from r2ac.agent.actor import Actor
 from r2ac.config import Config, ConfigError, config_from_dict, config_to_dict
 from r2ac.logger import progress
 from r2ac.runtime.common import TrainingSession, build_net, make_env, recreate_envs
-from r2ac.runtime.session import (RunAborted, actor_seed, frames_per_step, run_dir_of, set_fast_math,
-                                  sigterm_as_interrupt, start_run)
+from r2ac.runtime.session import (RunAborted, actor_seed, frames_per_step, resolve_device, run_dir_of,
+                                  set_fast_math, sigterm_as_interrupt, start_run)
 
 # A worker that delivers nothing for this long after its process failed (Ray keeps restarting it), or
 # whose process is reported dead for good, is given up; when none is left the run stops.
@@ -211,7 +211,7 @@ class LearnerProcess:
 
         session = self.session = TrainingSession(cfg, ckpt, spec["observation_shape"], spec["num_actions"],
                                                  publish=publish, time_limit_s=self.time_limit_s,
-                                                 progress_bar=False)
+                                                 progress_bar=False, device=learner_device(cfg))
         session.stop_requested = self.stop_requested
         session.event(f"learner on node {self.node['node_id']} ({self.node['host']})")
         for i, where in enumerate(nodes):
@@ -324,8 +324,11 @@ class LearnerProcess:
             session.event("actor placement: " + "; ".join(parts))
 
     def _placement(self) -> Dict:
-        """The learner's and the actors' Ray nodes, for the summary."""
+        """The learner's and the actors' Ray nodes, and the learner's device and the GPUs Ray gave its process,
+        for the summary."""
         return {"learner_node": self.node["node_id"],
+                "learner_device": str(self.session.device) if self.session is not None else None,
+                "learner_gpu_ids": [str(g) for g in ray.get_gpu_ids()],
                 "actor_nodes": {str(i): list(v) for i, v in sorted(self.actor_nodes.items())},
                 "node_hosts": dict(self.node_hosts)}
 
@@ -456,6 +459,15 @@ def learner_options(cfg: Config) -> Dict:
     if ray.cluster_resources().get("learner", 0) >= 1:
         opts["resources"] = {"learner": 1}
     return opts
+
+
+def learner_device(cfg: Config) -> torch.device:
+    """The learner process's device. ``device=auto`` takes a GPU only where Ray gave this process one
+    (``runtime.learner_gpus`` > 0): Ray leaves every GPU of the node visible to a process that reserved none,
+    and a learner there would share a GPU that Ray counts as free."""
+    if cfg.device == "auto" and not ray.get_gpu_ids():
+        return torch.device("cpu")
+    return resolve_device(cfg.device)
 
 
 def _check(cfg: Config) -> None:

@@ -1,7 +1,7 @@
 """The learners on a CUDA device (skipped without one): one update on the GPU computes the CPU's loss,
 statistics and gradient (float64, 1e-9 relative), for IMPALA and the A2C reference, RTRL and TBPTT, with the
 raw-frame centring (the median on the GPU is torch's, on the CPU the 8-bit path) and the learner's own
-sensitivities."""
+sensitivities, and the clipped extra passes, the KL-adapted rate and lambda-returns."""
 
 import copy
 
@@ -20,11 +20,14 @@ pytestmark = pytest.mark.usefixtures("float64")
 
 CASES = [(Learner, "rtrl", False, {}), (Learner, "tbptt", False, {}), (A2CLearner, "rtrl", False, {}),
          (Learner, "rtrl", "median_feed_mean+spread+running", {}),
-         (Learner, "rtrl", False, {"sensitivities": "learner"})]
+         (Learner, "rtrl", False, {"sensitivities": "learner"}),
+         (Learner, "rtrl", False, {"epochs": 3, "kl_target": 1e-3, "vtrace_lambda": 0.9}),
+         (A2CLearner, "rtrl", False, {"vtrace_lambda": 0.9, "log_update_kl": "true"})]
 
 
 @pytest.mark.parametrize("cls, learning, pixels, extra", CASES,
-                         ids=["impala-rtrl", "impala-tbptt", "a2c-rtrl", "impala-rtrl-pixels", "learner-sens"])
+                         ids=["impala-rtrl", "impala-tbptt", "a2c-rtrl", "impala-rtrl-pixels", "learner-sens",
+                              "impala-passes-kl-lambda", "a2c-lambda-kl"])
 def test_update_on_cuda_equals_the_cpu(cls, learning, pixels, extra, cuda):
     net, venv = _net(learning, pixels=pixels)
     actor = Actor(copy.deepcopy(net), venv, M, seed=3)
@@ -35,9 +38,12 @@ def test_update_on_cuda_equals_the_cpu(cls, learning, pixels, extra, cuda):
     assert s_cpu.keys() == s_gpu.keys()
     for k, v in s_cpu.items():
         assert s_gpu[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+    for (n, p), q in zip(cpu.net.named_parameters(), gpu.net.parameters()):  # the weights after the update(s)
+        assert q.device.type == "cuda" and ((q.detach().cpu() - p.detach()).abs().max()
+                                            / p.detach().abs().max().clamp_min(1e-300)) < 1e-9, n
     g_cpu = {n: p.grad for n, p in cpu.net.named_parameters() if p.grad is not None}
     g_gpu = {n: p.grad for n, p in gpu.net.named_parameters() if p.grad is not None}
-    assert g_cpu and g_cpu.keys() == g_gpu.keys()
+    assert g_cpu.keys() == g_gpu.keys() and (g_cpu or extra.get("epochs", 1) > 1)  # extra passes leave none
     for n, g in g_cpu.items():
         assert g_gpu[n].device.type == "cuda", n
         assert ((g_gpu[n].cpu() - g).abs().max() / g.abs().max().clamp_min(1e-300)) < 1e-9, n
