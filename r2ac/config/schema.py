@@ -165,6 +165,9 @@ class LearnerConfig:
     rmsprop_momentum: float = _f(0.0, "RMSprop momentum", ge=0.0, lt=1.0)
     optimizer: Literal["rmsprop", "adam"] = _f("adam", "'adam' (adam_eps) or 'rmsprop' (the paper's; rmsprop_* keys)")
     adam_eps: float = _f(1e-8, "Adam epsilon (optimizer=adam)", gt=0.0)
+    adam_amsgrad: bool = _f(False, "AMSGrad (Reddi et al. 2018): Adam divides by the largest second-moment estimate "
+                                   "so far, so once gradients shrink (a solved task) its steps shrink with them "
+                                   "(optimizer=adam)")
     clip_rho_threshold: float = _f(1.0, "V-trace rho-bar for the value targets (0 = no clipping)", ge=0.0)
     normalize_advantages: bool = _f(False, "scale policy-gradient advantages to zero mean, unit std per batch")
     clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar of the policy-gradient advantage (0 = no clipping)", ge=0.0)

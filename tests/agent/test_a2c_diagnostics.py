@@ -236,6 +236,27 @@ def test_learners_train_and_report(optimizer):
         assert {"end_value", "end_abs_advantage", "end_entropy", "policy_lag_mean"} <= set(stats)
 
 
+def test_amsgrad_steps_shrink_with_the_gradient_where_adam_does_not():
+    """learner.adam_amsgrad: after large gradients, gradients 100x smaller move AMSGrad's weight by a small
+    fraction of the rate, while Adam, whose second moment follows them down, takes full-size steps again."""
+    from r2ac.agent.learner import make_optimizer
+
+    def moves(amsgrad):
+        w = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+        cfg = load_config(None, ["learner.learning_rate=0.01", f"learner.adam_amsgrad={amsgrad}"]).learner
+        opt = make_optimizer([w], cfg)
+        assert opt.defaults["amsgrad"] is amsgrad
+        for g in [1.0] * 20 + [0.01] * 8000:
+            w.grad = torch.tensor([g], dtype=torch.float64)
+            before = float(w)
+            opt.step()
+        return abs(float(w) - before), opt.state_dict()["state"][0]
+
+    adam, _ = moves(False)
+    ams, state = moves(True)
+    assert adam > 0.5 * 0.01 and ams < 0.15 * 0.01 and "max_exp_avg_sq" in state  # checkpointed with the optimizer
+
+
 def test_categorical_kl_and_the_lr_scale_rule():
     from r2ac.agent.distributions import categorical_kl
     from r2ac.agent.learner import adapt_lr_scale
