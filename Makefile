@@ -29,7 +29,8 @@ bench-core: install
 	$(VENV)/bin/r2ac bench core
 
 # On a machine with an NVIDIA GPU and a CUDA build of torch (TORCH_SPEC with its index): the CUDA tests, the core
-# benchmark on GPU and CPU, and RTRL on the pixel cue with the learner on the GPU (docs/results.md, "On a GPU")
+# benchmark on GPU and CPU, RTRL on the pixel cue with the learner on the GPU, the Ray runtime's and the sweep's
+# GPU tests, and Breakout on Ray with the learner on the GPU (docs/results.md, "On a GPU"; CHECKS="..." picks steps)
 GPU_CHECK_DIR ?= runs/gpu_check
 gpu-check: install
 	PYTHON=$(PY) tools/gpu_check.sh $(GPU_CHECK_DIR)
