@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-EXTRAS ?= atari,procgen,wandb,popgym,mujoco,dev
+EXTRAS ?= atari,procgen,wandb,popgym,minigrid,mujoco,dev
 # The CPU build of torch on these machines; GPU users: TORCH_SPEC="torch==2.13.0" with their index.
 TORCH_SPEC ?= torch==2.13.0
 RUN_CONFIG ?= configs/quickstart.yaml

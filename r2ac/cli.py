@@ -171,7 +171,7 @@ def _list(args) -> int:
         ids = {"tmaze": "tmaze", "watermaze": "watermaze", "cue": "cue", "copy": "copy", "atari": "atari:<Game>",
                "procgen": "procgen:<game>", "dmlab": "dmlab:<level>", "gym": "gym:<id> | <module>:<Id>",
                "gymc": "gymc:<id>", "mujoco": "mujoco:<Env-vN>", "mujoco-p": "mujoco-p:<Env-vN>",
-               "mujoco-v": "mujoco-v:<Env-vN>", "popgym": "popgym:<Name>"}
+               "mujoco-v": "mujoco-v:<Env-vN>", "popgym": "popgym:<Name>", "minigrid": "minigrid:<Id>"}
         print(f"{'env.id':<26} {'actions':<12} options (defaults)")
         for kind in list(ENV_KINDS) + list(POMDP_KINDS):
             opts = env_options(kind)

@@ -31,11 +31,15 @@ M = 10 by default ``--spans 100,300,1000``):
     copy                 3 bits, span blank steps, then recall them (return = fraction right; chance 1/2)
 
 Held-out tasks, designed elsewhere and never used to choose a setting here: ``popgym:<Name>``, a POPGym task
-by class name (Morad et al. 2023; e.g. ``popgym:RepeatFirstEasy``, ``popgym:CountRecallMedium``). Their
-span is fixed by the task: the bench runs each once, whatever ``--spans`` says, and its span column is the
-task's episode length (``max_episode_length``, the longest distance from an observation to a reward that
-may need it). Success is POPGym's episode return, in [-1, 1] (RepeatFirst: the fraction of the episode's
-steps answered right, times 2, minus 1; chance -0.5 with 4 suits); pick ``--threshold`` for the task.
+by class name (Morad et al. 2023; e.g. ``popgym:RepeatFirstEasy``, ``popgym:CountRecallMedium``), and
+``minigrid:<Id>``, a MiniGrid task (Chevalier-Boisvert et al. 2023; e.g. ``minigrid:MemoryS13Random``, one-hot
+views, ``r2ac.envs.minigrid_env``). Their span is fixed by the task: the bench runs each once, whatever
+``--spans`` says, and its span column is the task's episode length (POPGym's ``max_episode_length``, MiniGrid's
+``max_steps``: the longest distance from an observation to a reward that may need it). Success is the
+task's episode return: POPGym's in [-1, 1] (RepeatFirst: the fraction of the episode's steps answered right,
+times 2, minus 1; chance -0.5 with 4 suits); MiniGrid's 1 - 0.9 x steps / max_steps where solved, 0 where
+not (Memory: a quick walk to the wrong object scores 0, to the right one about 0.97); pick ``--threshold``
+for the task.
 
 Methods (``--methods``): ``rtrl`` (the config as is), ``tbptt`` (truncated at the same M), ``tbptt-full``
 (M = the episode length, full BPTT where memory allows; its envs start in step, ``env.desync=false``, so each
@@ -91,6 +95,13 @@ SUMMARY_COLUMNS = ["task", "span", "method", "seeds", "solved", "median_solved_m
 
 
 POPGYM_PREFIX = "popgym:"
+MINIGRID_PREFIX = "minigrid:"
+HELD_OUT_PREFIXES = (POPGYM_PREFIX, MINIGRID_PREFIX)
+HELD_OUT_HELP = "popgym:<Name> (e.g. popgym:RepeatFirstEasy) or minigrid:<Id> (e.g. minigrid:MemoryS13Random)"
+
+
+def is_held_out(task: str) -> bool:
+    return task.startswith(HELD_OUT_PREFIXES)
 
 
 def popgym_span(task: str) -> int:
@@ -105,14 +116,24 @@ def popgym_span(task: str) -> int:
     return int(length)
 
 
+def held_out_span(task: str) -> int:
+    """A held-out task's span, fixed by the task: a POPGym task's episode length, a MiniGrid task's
+    ``max_steps`` (where its episodes are cut)."""
+    if task.startswith(MINIGRID_PREFIX):
+        from r2ac.envs.minigrid_env import minigrid_max_steps
+
+        return minigrid_max_steps(task[len(MINIGRID_PREFIX):])  # raises for an unknown id, naming the Memory ones
+    return popgym_span(task)
+
+
 def task_spec(task: str, span: int) -> tuple:
     """(env id, env options, episode steps) of a bench task at a span: a built-in task of ``TASKS`` or a
-    held-out ``popgym:<Name>`` (its span is its episode length, whatever ``span`` says)."""
-    if task.startswith(POPGYM_PREFIX):
-        return task, {}, popgym_span(task)
+    held-out ``popgym:<Name>`` or ``minigrid:<Id>`` (its span is its episode length, whatever ``span``
+    says)."""
+    if is_held_out(task):
+        return task, {}, held_out_span(task)
     if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)} or popgym:<Name> "
-                         "(e.g. popgym:RepeatFirstEasy)")
+        raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)} or {HELD_OUT_HELP}")
     env_id, options, episode_steps = TASKS[task]
     return env_id, options(span), episode_steps(span)
 
@@ -784,8 +805,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default="configs/quickstart.yaml", help="the settings under test (default: quickstart)")
     p.add_argument("--tasks", default="cue-pixels",
-                   help=f"comma-separated, from: {', '.join(TASKS)}; or 'all' (those); or held-out POPGym tasks "
-                        "popgym:<Name> (e.g. popgym:RepeatFirstEasy)")
+                   help=f"comma-separated, from: {', '.join(TASKS)}; or 'all' (those); or held-out tasks "
+                        f"{HELD_OUT_HELP}")
     p.add_argument("--spans", default="100", help="comma-separated credit spans in steps (e.g. 100,300,1000)")
     p.add_argument("--methods", default="rtrl,tbptt", help=f"comma-separated, from: {', '.join(METHODS)}; or 'all'")
     p.add_argument("--seeds", default="0,1,2")
@@ -832,13 +853,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     tasks = list(TASKS) if args.tasks == "all" else [t.strip() for t in args.tasks.split(",") if t.strip()]
     methods = list(METHODS) if args.methods == "all" else [m.strip() for m in args.methods.split(",") if m.strip()]
-    bad = [t for t in tasks if t not in TASKS and not t.startswith(POPGYM_PREFIX)]
+    bad = [t for t in tasks if t not in TASKS and not is_held_out(t)]
     bad += [m for m in methods if m not in METHODS]
     if bad:
-        p.error(f"unknown task/method {bad}; tasks: {', '.join(TASKS)}, popgym:<Name>; methods: {', '.join(METHODS)}")
+        p.error(f"unknown task/method {bad}; tasks: {', '.join(TASKS)}, {HELD_OUT_HELP}; methods: "
+                f"{', '.join(METHODS)}")
     spans = [int(s) for s in args.spans.split(",")]
     try:  # a held-out task runs at its own span, once
-        task_spans = {t: [popgym_span(t)] if t.startswith(POPGYM_PREFIX) else spans for t in tasks}
+        task_spans = {t: [held_out_span(t)] if is_held_out(t) else spans for t in tasks}
     except ValueError as e:
         p.error(str(e))
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -13,6 +13,7 @@ Env ids::
     mujoco:<Env-vN>                  Gymnasium MuJoCo, e.g. mujoco:HalfCheetah-v5
     mujoco-p:<Env-vN> / mujoco-v:..  MuJoCo-P (velocities hidden) / MuJoCo-V (positions hidden)
     popgym:<Name>                    a POPGym memory task, e.g. popgym:RepeatPreviousEasy
+    minigrid:<Id>                    a MiniGrid task, one-hot views, e.g. minigrid:MemoryS13Random
     (the last four kinds: r2ac.envs.continuous, the PPO agent of Elelimy et al. 2024)
 
 Every env follows the contract of ``r2ac.envs.base.VecEnv`` (same-step autoreset; ``info`` carries
@@ -34,6 +35,7 @@ from r2ac.envs.base import EpisodeTracker, VecEnv
 from r2ac.envs.continuous import BoxGymVecEnv, MujocoPVecEnv, MujocoVecEnv, MujocoVVecEnv, PopGymVecEnv
 from r2ac.envs.dmlab import DMLabVecEnv
 from r2ac.envs.gym_env import GymVecEnv
+from r2ac.envs.minigrid_env import MiniGridVecEnv
 from r2ac.envs.memory import TMazeEnv, TMazeVecEnv, WatermazeEnv, WatermazeVecEnv
 from r2ac.envs.procgen_env import ProcgenVecEnv
 from r2ac.envs.recall import CopyVecEnv, CueVecEnv
@@ -60,6 +62,7 @@ ENV_KINDS: dict[str, type[VecEnv]] = {
     "procgen": ProcgenVecEnv,
     "dmlab": DMLabVecEnv,
     "gym": GymVecEnv,
+    "minigrid": MiniGridVecEnv,
 }
 # Kinds of the PPO agent of Elelimy et al. 2024 (continuous actions, masked MuJoCo, POPGym); kept apart from ENV_KINDS,
 # the discrete-action kinds every agent runs on. All take free-form options (passed to the env).
@@ -72,14 +75,14 @@ POMDP_KINDS: dict[str, type[VecEnv]] = {
 }
 _ALL_KINDS: dict[str, type[VecEnv]] = {**ENV_KINDS, **POMDP_KINDS}
 _MEMORY_KINDS = ("tmaze", "watermaze", "cue", "copy")
-_PREFIX_KINDS = ("atari", "procgen", "dmlab", "gym") + tuple(POMDP_KINDS)
-_FREE_OPTION_KINDS = ("gym",) + tuple(POMDP_KINDS)
+_PREFIX_KINDS = ("atari", "procgen", "dmlab", "gym", "minigrid") + tuple(POMDP_KINDS)
+_FREE_OPTION_KINDS = ("gym", "minigrid") + tuple(POMDP_KINDS)
 
 _ALLOWED_IDS = (
     "'tmaze', 'watermaze', 'cue', 'copy', 'atari:<Game>' (e.g. atari:Breakout), "
     "'procgen:<game>' (e.g. procgen:chaser), "
     "'dmlab:<level>' (e.g. dmlab:rooms_watermaze), 'gym:<gymnasium id>' (e.g. gym:CartPole-v1), "
-    "'gym:<module>:<Id>' or '<module>:<Id>'; with continuous actions (PPO): 'gymc:<id>', "
+    "'gym:<module>:<Id>' or '<module>:<Id>', 'minigrid:<Id>' (e.g. minigrid:MemoryS13Random); with continuous actions (PPO): 'gymc:<id>', "
     "'mujoco:<Env-vN>', 'mujoco-p:<Env-vN>' (e.g. mujoco-p:HalfCheetah-v5), 'mujoco-v:<Env-vN>', "
     "'popgym:<Name>' (e.g. popgym:RepeatPreviousEasy)"
 )
