@@ -82,7 +82,8 @@ _ALLOWED_IDS = (
     "'tmaze', 'watermaze', 'cue', 'copy', 'atari:<Game>' (e.g. atari:Breakout), "
     "'procgen:<game>' (e.g. procgen:chaser), "
     "'dmlab:<level>' (e.g. dmlab:rooms_watermaze), 'gym:<gymnasium id>' (e.g. gym:CartPole-v1), "
-    "'gym:<module>:<Id>' or '<module>:<Id>', 'minigrid:<Id>' (e.g. minigrid:MemoryS13Random); with continuous actions (PPO): 'gymc:<id>', "
+    "'gym:<module>:<Id>' or '<module>:<Id>', 'minigrid:<Id>' (e.g. minigrid:MemoryS13Random); "
+    "with continuous actions (PPO): 'gymc:<id>', "
     "'mujoco:<Env-vN>', 'mujoco-p:<Env-vN>' (e.g. mujoco-p:HalfCheetah-v5), 'mujoco-v:<Env-vN>', "
     "'popgym:<Name>' (e.g. popgym:RepeatPreviousEasy)"
 )

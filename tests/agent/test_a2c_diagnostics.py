@@ -439,6 +439,24 @@ def test_bench_memory_runs_held_out_popgym_tasks_at_their_own_span(tmp_path, cap
     assert "has no fixed episode length" in capsys.readouterr().err
 
 
+def test_bench_memory_runs_held_out_minigrid_tasks_at_their_max_steps(tmp_path, capsys):
+    """minigrid:<Id> runs once, its span MiniGrid's max_steps (MemoryS7: 5 x 7^2 = 245), trained and evaluated
+    on fresh envs; an id MiniGrid lacks is refused before any run starts, naming the Memory tasks."""
+    pytest.importorskip("minigrid")
+    from r2ac.bench.memory import main
+
+    out = tmp_path / "mg"
+    assert main(["--tasks", "minigrid:MemoryS7", "--spans", "3", "--methods", "rtrl", "--seeds", "0",
+                 "--minutes", "0.05", "--jobs", "1", "--out", str(out), "env.num_envs=4", "learner.batch_size=4",
+                 "model.hidden_size=8", "logger.log_interval_s=0.5"]) == 0
+    rows = list(csv.DictReader(open(out / "memory_runs.csv")))
+    assert [(r["task"], r["span"], r["method"]) for r in rows] == [("minigrid:MemoryS7", "245", "rtrl")]
+    assert float(rows[0]["steps"]) > 0 and 0.0 <= float(rows[0]["fresh"]) <= 1.0
+    with pytest.raises(SystemExit):
+        main(["--tasks", "minigrid:MemoryS99", "--out", str(out)])
+    assert "unknown MiniGrid task 'MemoryS99'" in capsys.readouterr().err
+
+
 def test_all_finite_fast_path_is_exact():
     from r2ac.agent.trajectory import _all_finite
 
