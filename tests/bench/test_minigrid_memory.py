@@ -1,0 +1,70 @@
+"""tools/minigrid_memory.py: its accounting of cue sightings and picks, on real MiniGrid Memory envs with
+scripted walkers that know the answer."""
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("minigrid")
+
+from r2ac.envs import make_vec_env  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location(
+    "minigrid_memory", os.path.join(os.path.dirname(__file__), "..", "..", "tools", "minigrid_memory.py"))
+mm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(mm)
+
+LEFT, RIGHT, FORWARD = 0, 1, 2
+
+
+def walker(venv, to_success: bool, look_first: bool):
+    """Actions that walk each env's agent to the matching object (or the other one), turning to face the
+    start room's cue first where ``look_first``."""
+    looked = np.zeros(venv.num_envs, dtype=bool)
+
+    def act(obs, reward, done):
+        if done is not None:
+            looked[np.asarray(done)] = False
+        actions = np.empty(venv.num_envs, dtype=np.int64)
+        for b, env in enumerate(venv.envs):
+            g = env.unwrapped
+            x, y = g.agent_pos
+            tx, ty = g.success_pos if to_success else g.failure_pos
+            if look_first and not looked[b]:
+                if g.agent_dir != 2:  # face the start room (west) once
+                    actions[b] = RIGHT
+                    continue
+                looked[b] = True
+            need = 0 if x < tx else (3 if ty < y else 1)  # east along the corridor, then north or south
+            actions[b] = FORWARD if g.agent_dir == need else RIGHT
+        return actions
+
+    return act
+
+
+@pytest.mark.parametrize("to_success", [True, False])
+def test_walkers_that_know_the_answer(to_success):
+    venv = make_vec_env("minigrid:MemoryS7", 4, seed=3)
+    row = mm.play_memory(venv, walker(venv, to_success, look_first=False), 40)
+    assert row["episodes"] == 40 and row["reached_end"] == 1.0
+    assert row["right"] == (1.0 if to_success else 0.0)
+    assert row["mean_length"] < 12
+    looker = mm.play_memory(venv, walker(venv, to_success, look_first=True), 40)
+    assert looker["cue_seen"] == 1.0 and looker["right_if_seen"] == (1.0 if to_success else 0.0)
+    assert np.isnan(looker["right_if_not_seen"])  # no episode without a look: no share
+    assert row["cue_seen"] < looker["cue_seen"]  # facing east from the start, the cue is behind
+    venv.close()
+
+
+def test_random_actions_and_a_task_that_is_not_memory():
+    venv = make_vec_env("minigrid:MemoryS7", 8, seed=0)
+    rng = np.random.default_rng(0)
+    row = mm.play_memory(venv, lambda obs, reward, done: rng.integers(0, 7, 8), 30)
+    assert 0.0 <= row["cue_seen"] <= 1.0 and 0.0 <= row["reached_end"] <= 1.0
+    venv.close()
+    other = make_vec_env("minigrid:Empty-5x5", 1, seed=0)
+    with pytest.raises(SystemExit, match="not a MiniGrid Memory task"):
+        mm.cue_position(other.envs[0])
+    other.close()
