@@ -9,11 +9,11 @@ Env ids::
     dmlab:<level>                    DeepMind Lab (`make dmlab`), e.g. dmlab:rooms_watermaze
     gym:<id> | gym:<module>:<Id>     any Gymnasium env with discrete actions, e.g. gym:CartPole-v1
     <module>:<Id>                    same as gym:<module>:<Id>
+    minigrid:<Id>                    a MiniGrid task (one-hot views), e.g. minigrid:MemoryS13Random
     gymc:<id>                        any Gymnasium env, Box (continuous) actions too (PPO agent)
     mujoco:<Env-vN>                  Gymnasium MuJoCo, e.g. mujoco:HalfCheetah-v5
     mujoco-p:<Env-vN> / mujoco-v:..  MuJoCo-P (velocities hidden) / MuJoCo-V (positions hidden)
     popgym:<Name>                    a POPGym memory task, e.g. popgym:RepeatPreviousEasy
-    minigrid:<Id>                    a MiniGrid task, one-hot views, e.g. minigrid:MemoryS13Random
     (the last four kinds: r2ac.envs.continuous, the PPO agent of Elelimy et al. 2024)
 
 Every env follows the contract of ``r2ac.envs.base.VecEnv`` (same-step autoreset; ``info`` carries
