@@ -16,12 +16,10 @@ uses its memory picks right more often after seeing the cue than without it (0.5
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
 from r2ac.api import load
-from r2ac.bench.common import one_torch_thread, report_table, run_labels
+from r2ac.bench.common import one_torch_thread, parse_played_runs, played_runs_parser, report_table, run_labels
 from r2ac.envs import make_vec_env
 
 COLUMNS = ("run", "episodes", "cue_seen", "reached_end", "right_if_seen", "right_if_not_seen", "right",
@@ -94,15 +92,9 @@ def random_row(env_id: str, episodes: int, seed: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", nargs="+")
-    p.add_argument("--episodes", type=int, default=400)
-    p.add_argument("--seed", type=int, default=12345)
+    p = played_runs_parser(__doc__, episodes=400)
     p.add_argument("--random", action="store_true", help="add a row for uniform random actions")
-    p.add_argument("--out", default="", help="also write the table as CSV here")
-    a = p.parse_args(argv)
-    if a.episodes < 1:
-        raise SystemExit("minigrid_memory: --episodes must be >= 1")
+    a = parse_played_runs(p, argv, "minigrid_memory")
     rows = []
     with one_torch_thread():
         for run, label in zip(a.runs, run_labels(a.runs)):

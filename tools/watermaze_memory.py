@@ -15,12 +15,10 @@ a ratio of about 0.7-0.8): read an agent's ratio against a feed-forward agent's,
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
 from r2ac.api import load
-from r2ac.bench.common import one_torch_thread, report_table, run_labels
+from r2ac.bench.common import one_torch_thread, parse_played_runs, played_runs_parser, report_table, run_labels
 from r2ac.evaluation import evaluate_policy
 
 COLUMNS = ("run", "episodes", "goals_found", "steps_to_first_goal", "mean_steps_to_goal_after_first",
@@ -41,14 +39,7 @@ def memory_row(policy, episodes: int, seed: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", nargs="+")
-    p.add_argument("--episodes", type=int, default=320)
-    p.add_argument("--seed", type=int, default=12345)
-    p.add_argument("--out", default="", help="also write the table as CSV here")
-    a = p.parse_args(argv)
-    if a.episodes < 1:
-        raise SystemExit("watermaze_memory: --episodes must be >= 1")
+    a = parse_played_runs(played_runs_parser(__doc__, episodes=320), argv, "watermaze_memory")
     rows = []
     with one_torch_thread():
         for run, label in zip(a.runs, run_labels(a.runs)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import os
 import platform
@@ -86,6 +87,26 @@ def run_labels(runs) -> list:
             n = f"{os.path.basename(bench)}/{n}"
         labels.append(n)
     return labels
+
+
+def played_runs_parser(doc: str, episodes: int) -> argparse.ArgumentParser:
+    """The command line of a tool that plays trained runs' newest checkpoints on fresh envs (tools/*_memory.py):
+    run directories, ``--episodes`` (default ``episodes``), ``--seed``, ``--out`` (a CSV of the table); the
+    description is the first paragraph of ``doc``. Parse with ``parse_played_runs``."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("runs", nargs="+")
+    p.add_argument("--episodes", type=int, default=episodes)
+    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--out", default="", help="also write the table as CSV here")
+    return p
+
+
+def parse_played_runs(p: argparse.ArgumentParser, argv, tool: str) -> argparse.Namespace:
+    """``p.parse_args(argv)``, refusing fewer than one episode (the message names ``tool``)."""
+    a = p.parse_args(argv)
+    if a.episodes < 1:
+        raise SystemExit(f"{tool}: --episodes must be >= 1")
+    return a
 
 
 @contextmanager

@@ -413,6 +413,16 @@ def test_bench_memory_runs_and_writes_tables(tmp_path, capsys):
         main(["--tasks", "nope", "--out", str(out)])
 
 
+def short_held_out_run(task: str, spans: str, out) -> list:
+    """A 3-second RTRL run of a held-out task by ``r2ac bench memory`` (a tiny agent); its memory_runs.csv rows."""
+    from r2ac.bench.memory import main
+
+    assert main(["--tasks", task, "--spans", spans, "--methods", "rtrl", "--seeds", "0", "--minutes", "0.05",
+                 "--jobs", "1", "--out", str(out), "env.num_envs=4", "learner.batch_size=4", "model.hidden_size=8",
+                 "logger.log_interval_s=0.5"]) == 0
+    return list(csv.DictReader(open(out / "memory_runs.csv")))
+
+
 def test_bench_memory_runs_held_out_popgym_tasks_at_their_own_span(tmp_path, capsys):
     """popgym:<Name> runs once, at its episode length whatever --spans says (RepeatFirstEasy: 51 steps),
     with full BPTT over that length for tbptt-full; a name POPGym lacks, or a task without a fixed episode
@@ -420,10 +430,7 @@ def test_bench_memory_runs_held_out_popgym_tasks_at_their_own_span(tmp_path, cap
     from r2ac.bench.memory import METHODS, main, run_config
 
     out = tmp_path / "bm"
-    assert main(["--tasks", "popgym:RepeatFirstEasy", "--spans", "3,7", "--methods", "rtrl", "--seeds", "0",
-                 "--minutes", "0.05", "--jobs", "1", "--out", str(out), "env.num_envs=4", "learner.batch_size=4",
-                 "model.hidden_size=8", "logger.log_interval_s=0.5"]) == 0
-    rows = list(csv.DictReader(open(out / "memory_runs.csv")))
+    rows = short_held_out_run("popgym:RepeatFirstEasy", "3,7", out)
     assert [(r["task"], r["span"], r["method"]) for r in rows] == [("popgym:RepeatFirstEasy", "51", "rtrl")]
     assert float(rows[0]["steps"]) > 0 and -1.0 <= float(rows[0]["fresh"]) <= 1.0
     assert (out / "runs" / "popgym-RepeatFirstEasy-51-rtrl-s0" / "metrics.csv").exists()
@@ -446,10 +453,7 @@ def test_bench_memory_runs_held_out_minigrid_tasks_at_their_max_steps(tmp_path, 
     from r2ac.bench.memory import main
 
     out = tmp_path / "mg"
-    assert main(["--tasks", "minigrid:MemoryS7", "--spans", "3", "--methods", "rtrl", "--seeds", "0",
-                 "--minutes", "0.05", "--jobs", "1", "--out", str(out), "env.num_envs=4", "learner.batch_size=4",
-                 "model.hidden_size=8", "logger.log_interval_s=0.5"]) == 0
-    rows = list(csv.DictReader(open(out / "memory_runs.csv")))
+    rows = short_held_out_run("minigrid:MemoryS7", "3", out)
     assert [(r["task"], r["span"], r["method"]) for r in rows] == [("minigrid:MemoryS7", "245", "rtrl")]
     assert float(rows[0]["steps"]) > 0 and 0.0 <= float(rows[0]["fresh"]) <= 1.0
     with pytest.raises(SystemExit):

@@ -68,3 +68,8 @@ def test_random_actions_and_a_task_that_is_not_memory():
     with pytest.raises(SystemExit, match="not a MiniGrid Memory task"):
         mm.cue_position(other.envs[0])
     other.close()
+
+
+def test_no_episodes_is_refused_before_any_run_is_read():
+    with pytest.raises(SystemExit, match="minigrid_memory: --episodes must be >= 1"):
+        mm.main(["no-such-run", "--episodes", "0"])
