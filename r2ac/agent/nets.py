@@ -127,7 +127,7 @@ class AgentNet(nn.Module):
                  carry_inputs_across_episodes: bool = False, episode_start_input: bool = False,
                  episode_start_value: float | str = "auto", centre_frames: bool | str = "auto",
                  frame_centre: str = "median_feed_mean", frame_spread: bool = False,
-                 running_centres: bool | str = False):
+                 running_centres: bool | str = False, head_hidden: int = 0, head_input: bool = False):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -161,8 +161,17 @@ class AgentNet(nn.Module):
         self.core_input_size = inputs.core_input_size(self.feature_size, reward_input, prev_action_input,
                                                       num_actions, self.episode_start_input)
         self.core = make_core(core, self.core_input_size, hidden_size, learning=learning, **(core_options or {}))
-        self.policy = nn.Linear(self.core.output_size, num_actions)
-        self.baseline = nn.Linear(self.core.output_size, 1)
+        if not isinstance(head_hidden, int) or isinstance(head_hidden, bool) or head_hidden < 0:
+            raise ValueError(f"model.head_hidden must be a whole number >= 0 (0: linear heads), got {head_hidden!r}")
+        if not isinstance(head_input, bool):
+            raise ValueError(f"model.head_input must be true or false, got {head_input!r}")
+        self.head_hidden, self.head_input = head_hidden, head_input
+        head_size = self.core.output_size + (self.core_input_size if head_input else 0)
+        # the heads' shared hidden layer (absent, and no parameters, with head_hidden 0: the papers' linear heads)
+        self.head_trunk = nn.Sequential(nn.Linear(head_size, head_hidden), nn.ReLU()) if head_hidden else None
+        head_size = head_hidden or head_size
+        self.policy = nn.Linear(head_size, num_actions)
+        self.baseline = nn.Linear(head_size, 1)
         self.stem_frozen = False
 
     @classmethod
@@ -176,7 +185,8 @@ class AgentNet(nn.Module):
                    episode_start_input=model_cfg.episode_start_input,
                    episode_start_value=model_cfg.episode_start_value,
                    centre_frames=model_cfg.centre_frames, frame_centre=model_cfg.frame_centre,
-                   frame_spread=model_cfg.frame_spread, running_centres=model_cfg.running_centres)
+                   frame_spread=model_cfg.frame_spread, running_centres=model_cfg.running_centres,
+                   head_hidden=model_cfg.head_hidden, head_input=model_cfg.head_input)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -259,7 +269,17 @@ class AgentNet(nn.Module):
                                  first=done if self.episode_start_input else None,
                                  first_value=self.episode_start_value)
 
-    def heads(self, y: Tensor) -> Dict[str, Tensor]:
+    def heads(self, y: Tensor, x: Optional[Tensor] = None) -> Dict[str, Tensor]:
+        """Policy logits and baseline from the core's output ``y`` [..., N]; with ``head_input`` the heads see
+        the core's input ``x`` of the same step too, and with ``head_hidden`` both go through one shared ReLU
+        layer first. Neither is in the recurrence: the gradient through them is the ordinary one, and the
+        core's (RTRL or TBPTT) takes dL/dy from them as from linear heads."""
+        if self.head_input:
+            if x is None:
+                raise ValueError("model.head_input=true: the heads need the core's input x of the same step")
+            y = torch.cat([y, x.to(y.dtype)], -1)
+        if self.head_trunk is not None:
+            y = self.head_trunk(y)
         return {"policy_logits": self.policy(y), "baseline": self.baseline(y).squeeze(-1)}
 
     def forward(self, inputs: Dict[str, Tensor], state: State, return_state: bool = True,
@@ -272,7 +292,7 @@ class AgentNet(nn.Module):
         stats = self.frame_stats(feats, inputs.get("obs")) if self.centre_frames else None
         x = self.core_input(feats, inputs["reward"], inputs["action"], inputs["done"], stats)
         y, state = self.core(x, state, inputs["done"], return_state=return_state, sensitivities=sensitivities)
-        out = self.heads(y)
+        out = self.heads(y, x)
         out["core_input"] = x
         if stats is not None:
             out["frame_stats"] = stats[1]

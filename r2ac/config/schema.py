@@ -122,6 +122,12 @@ class ModelConfig:
     input_scale: float | Literal["auto"] = _f(
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "
         "with stem 'none' (raw pixels in [0, 1]; docs/results.md says why), 1 otherwise", gt=0.0)
+    head_hidden: int = _f(
+        0, "width of one ReLU layer that the policy and baseline heads share; 0 (the default): linear heads on "
+        "the core's output, as the papers", ge=0)
+    head_input: bool = _f(
+        False, "the heads see the core's input of the same step (frame features, reward, action) beside the "
+        "core's output: an answer that joins a memory with the current view needs no gating in the core")
 
 
 @dataclass

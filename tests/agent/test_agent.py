@@ -20,10 +20,11 @@ from r2ac.envs import make_vec_env
 M = 6
 
 
-def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True, pixels=False):
+def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True, pixels=False, head=False):
     """A small agent on the T-maze; ``pixels`` (a model.frame_centre value): on the pixel delayed cue
     (4x4 frames, span 3) with the raw frames centred into the core (stem none, model.centre_frames) and the
-    episode-start flag."""
+    episode-start flag; ``head``: heads with a hidden layer that see the core's input too (model.head_hidden,
+    model.head_input)."""
     torch.manual_seed(seed)
     if pixels:  # "<frame_centre>[+spread][+running]": also model.frame_spread, model.running_centres
         venv = make_vec_env("cue", 3, seed, obs="pixels", size=4, span=3, distractors=0.5)
@@ -33,6 +34,8 @@ def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True
     else:
         venv = make_vec_env("tmaze", 3, seed, corridor_length=4)
         kw = dict(stem="mlp", stem_channels=[], stem_fc=8)
+    if head:
+        kw.update(head_hidden=7, head_input=True)
     net = AgentNet(venv.observation_shape, venv.num_actions, core=core, hidden_size=5, learning=learning,
                    core_options={"forget_bias_init": 1.0} if core == "elstm" else {}, **kw)
     net = net.to(dtype)
@@ -111,24 +114,26 @@ def _loss(net, outputs, traj):
     return loss
 
 
-@pytest.mark.parametrize("learning, pixels", [("rtrl", False), ("tbptt", False), ("rtrl", "mean"),
-                                             ("rtrl", "median"), ("rtrl", "median_mean"),
-                                             ("rtrl", "median_feed_mean"),
-                                             ("rtrl", "median_feed_mean+spread+running")])
-def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning, pixels):
+@pytest.mark.parametrize("learning, pixels, head", [
+    ("rtrl", False, False), ("tbptt", False, False), ("rtrl", "mean", False), ("rtrl", "median", False),
+    ("rtrl", "median_mean", False), ("rtrl", "median_feed_mean", False),
+    ("rtrl", "median_feed_mean+spread+running", False), ("rtrl", False, True), ("tbptt", False, True),
+    ("rtrl", "median_feed_mean", True)])
+def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning, pixels, head):
     """float64: the sum of the learner's per-trajectory gradients equals full-sequence BPTT of the same
     losses when actor and learner weights agree (RTRL), and differs for TBPTT; also with raw pixel frames
-    centred into the core and the episode-start flag (stem none casts uint8 frames to the default dtype)."""
+    centred into the core and the episode-start flag (stem none casts uint8 frames to the default dtype),
+    and with a hidden head layer that sees the core's input."""
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        _check_learner_gradient_vs_full_bptt(learning, pixels)
+        _check_learner_gradient_vs_full_bptt(learning, pixels, head)
     finally:
         torch.set_default_dtype(default)
 
 
-def _check_learner_gradient_vs_full_bptt(learning, pixels):
-    net, venv = _net(learning, pixels=pixels)
+def _check_learner_gradient_vs_full_bptt(learning, pixels, head=False):
+    net, venv = _net(learning, pixels=pixels, head=head)
     actor = Actor(copy.deepcopy(net), venv, M, seed=3)
     K = 8
     trajs = [actor.rollout() for _ in range(K)]
@@ -143,7 +148,7 @@ def _check_learner_gradient_vs_full_bptt(learning, pixels):
     full = {k: torch.cat([trajs[0][k][:1]] + [t[k][1:] for t in trajs]) for k in _inputs(trajs[0])}
     for k in ("policy_logits", "episode_return", "episode_length"):
         full[k] = torch.cat([trajs[0][k][:1]] + [t[k][1:] for t in trajs])
-    rtrl_net = net if learning == "rtrl" else _net("rtrl", pixels=pixels)[0]
+    rtrl_net = net if learning == "rtrl" else _net("rtrl", pixels=pixels, head=head)[0]
     rtrl_net.load_state_dict(net.state_dict())
     rtrl_net.zero_grad()
     out, _ = rtrl_net(_inputs(full), rtrl_net.initial_state(3), return_state=False)
@@ -389,6 +394,37 @@ def test_every_core_drives_the_agent(core):
         stats = learner.update(traj)
         actor.set_weights(net.state_dict(), learner.updates)
     assert learner.updates == 2 and math.isfinite(stats["total_loss"]) and math.isfinite(stats["grad_norm"])
+
+
+def test_head_options_add_a_hidden_layer_that_sees_the_core_input():
+    """model.head_hidden / model.head_input: the default adds no parameter (the papers' linear heads, the same
+    state-dict keys and initial weights); head_input widens the heads by the core's input and feeds it (a
+    change in x alone moves the logits when the core's output is held); bad values are refused."""
+    base, venv = _net(dtype=torch.float32)
+    assert base.head_trunk is None and not any(k.startswith("head_trunk") for k in base.state_dict())
+    plain, _ = _net(dtype=torch.float32)
+    assert all(torch.equal(a, b) for a, b in zip(base.state_dict().values(), plain.state_dict().values()))
+    net, _ = _net(dtype=torch.float32, head=True)
+    N, D = net.core.output_size, net.core_input_size
+    assert net.head_trunk[0].in_features == N + D and net.policy.in_features == 7
+    y, x = torch.zeros(2, 3, N), torch.zeros(2, 3, D)
+    x2 = x.clone()
+    x2[..., 0] = 1.0
+    with torch.no_grad():
+        assert not torch.allclose(net.heads(y, x)["policy_logits"], net.heads(y, x2)["policy_logits"])
+    with pytest.raises(ValueError, match="need the core's input"):
+        net.heads(y)
+    linear_in = AgentNet(venv.observation_shape, venv.num_actions, stem="mlp", stem_channels=[], stem_fc=8,
+                         hidden_size=5, head_input=True)
+    assert linear_in.head_trunk is None and linear_in.policy.in_features == N + linear_in.core_input_size
+    for bad, match in (({"head_hidden": -1}, "head_hidden must be a whole number"),
+                       ({"head_hidden": 2.5}, "head_hidden must be a whole number"),
+                       ({"head_input": "yes"}, "head_input must be true or false")):
+        with pytest.raises(ValueError, match=match):
+            AgentNet(venv.observation_shape, venv.num_actions, stem="mlp", stem_channels=[], stem_fc=8,
+                     hidden_size=5, **bad)
+    with pytest.raises(ConfigError, match="head_hidden"):
+        load_config(None, ["model.head_hidden=-2"])
 
 
 def test_input_scale_multiplies_the_features_only():

@@ -423,3 +423,12 @@ def test_compare_equalises_recurrent_parameters():
     h = sizes["gru-tbptt"][0]
     assert sizes["gru-tbptt"][1] == 3 * h * (64 + h) + 6 * h
     assert all(abs(n - 6000) / 6000 < 0.05 for _, n in sizes.values())
+
+
+@pytest.mark.parametrize("bad", ["model.head_hidden=8", "model.head_input=true"])
+def test_ppo_refuses_the_impala_head_options(tmp_path, bad):
+    from r2ac.runtime.ppo import build_ppo_net
+
+    venv = make_vec_env("tmaze", 2, 0, corridor_length=2)
+    with pytest.raises(ValueError, match="PPO's actor and critic are their own"):
+        build_ppo_net(_cfg(tmp_path, bad), venv)
