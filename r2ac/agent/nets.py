@@ -168,7 +168,7 @@ class AgentNet(nn.Module):
         self.head_hidden, self.head_input = head_hidden, head_input
         head_size = self.core.output_size + (self.core_input_size if head_input else 0)
         # the heads' shared hidden layer (absent, and no parameters, with head_hidden 0: the papers' linear heads)
-        self.head_trunk = nn.Sequential(nn.Linear(head_size, head_hidden), nn.ReLU()) if head_hidden else None
+        self.head_trunk = nn.Sequential(nn.Linear(head_size, head_hidden), nn.Tanh()) if head_hidden else None
         head_size = head_hidden or head_size
         self.policy = nn.Linear(head_size, num_actions)
         self.baseline = nn.Linear(head_size, 1)
@@ -271,7 +271,7 @@ class AgentNet(nn.Module):
 
     def heads(self, y: Tensor, x: Optional[Tensor] = None) -> Dict[str, Tensor]:
         """Policy logits and baseline from the core's output ``y`` [..., N]; with ``head_input`` the heads see
-        the core's input ``x`` of the same step too, and with ``head_hidden`` both go through one shared ReLU
+        the core's input ``x`` of the same step too, and with ``head_hidden`` both go through one shared tanh
         layer first. Neither is in the recurrence: the gradient through them is the ordinary one, and the
         core's (RTRL or TBPTT) takes dL/dy from them as from linear heads."""
         if self.head_input:

@@ -123,7 +123,7 @@ class ModelConfig:
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "
         "with stem 'none' (raw pixels in [0, 1]; docs/results.md says why), 1 otherwise", gt=0.0)
     head_hidden: int = _f(
-        0, "width of one ReLU layer that the policy and baseline heads share; 0 (the default): linear heads on "
+        0, "width of one tanh layer that the policy and baseline heads share; 0 (the default): linear heads on "
         "the core's output, as the papers", ge=0)
     head_input: bool = _f(
         False, "the heads see the core's input of the same step (frame features, reward, action) beside the "
