@@ -12,6 +12,11 @@ its last action, the cue's cell was in the agent's view and not hidden behind a 
 two objects (an end at an object rather than at ``max_steps``), and the share of those ends that picked
 the matching object, apart for episodes that had seen the cue and for those that had not. An agent that
 uses its memory picks right more often after seeing the cue than without it (0.5: chance).
+
+The last two columns ask whether the memory holds the cue at all: a linear probe (ridge least squares on
+the standardised core state, 2-fold cross-validated, ``probe_accuracy``) reads the cue's kind (key or ball)
+off the core's hidden state after the episode's last observation, apart for episodes that saw the cue and
+for those that did not (0.5: not decodable; near 1 where seen and 0.5 where not: the memory stores it).
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from r2ac.bench.common import one_torch_thread, parse_played_runs, played_runs_p
 from r2ac.envs import make_vec_env
 
 COLUMNS = ("run", "episodes", "cue_seen", "reached_end", "right_if_seen", "right_if_not_seen", "right",
-           "mean_length")
+           "mean_length", "cue_in_state_if_seen", "cue_in_state_if_not_seen")
+PROBE_MIN = 20  # fewest episodes of each group a probe is fitted on
 ENVS = 16
 
 
@@ -36,31 +42,71 @@ def cue_position(env) -> tuple[int, int]:
     return 1, grid.height // 2 - 1
 
 
-def play_memory(venv, act, episodes: int) -> dict:
+def cue_is_key(env) -> bool:
+    """Whether the start-room object (the cue) of a MiniGrid Memory env is a key (else a ball)."""
+    return env.unwrapped.grid.get(*cue_position(env)).type == "key"
+
+
+def probe_accuracy(features: np.ndarray, labels: np.ndarray, ridge: float = 1.0) -> float:
+    """How well a linear read-out tells the two classes of ``labels`` (bool [n]) from ``features`` [n, F]:
+    ridge least squares on +-1 targets over the standardised features (with a bias), fitted on one half of
+    the samples (alternate ones) and scored on the other, and the other way round; the mean accuracy of the
+    two folds. NaN with fewer than ``PROBE_MIN`` samples or one class only (nothing to tell apart)."""
+    labels = np.asarray(labels, dtype=bool)
+    if len(labels) < PROBE_MIN or labels.all() or not labels.any():
+        return float("nan")
+    x = np.asarray(features, dtype=np.float64)
+    x = (x - x.mean(0)) / (x.std(0) + 1e-8)
+    x = np.concatenate([x, np.ones((len(x), 1))], 1)
+    t = np.where(labels, 1.0, -1.0)
+    folds = np.arange(len(x)) % 2
+    right = 0
+    for k in (0, 1):
+        fit, test = folds != k, folds == k
+        w = np.linalg.solve(x[fit].T @ x[fit] + ridge * np.eye(x.shape[1]), x[fit].T @ t[fit])
+        right += int(((x[test] @ w > 0) == labels[test]).sum())
+    return right / len(x)
+
+
+def play_memory(venv, act, episodes: int, memory=None) -> dict:
     """Play ``episodes`` episodes of the MiniGrid Memory vector env ``venv`` (``r2ac.envs.minigrid_env``)
-    with ``act(obs, reward, done) -> actions``; the statistics of the table."""
+    with ``act(obs, reward, done) -> actions``; the statistics of the table. ``memory()``, if given, returns
+    the agent's memory after the last ``act`` ([num_envs, F]: the core's hidden state); the probe columns
+    read the cue from it at each episode's last step (NaN without it)."""
     seen = np.zeros(venv.num_envs, dtype=bool)
-    ends = []  # (cue seen, reached an object, picked the matching one, length)
+    key = np.zeros(venv.num_envs, dtype=bool)
+    ends, states = [], []  # (cue seen, reached an object, picked the matching one, length, cue is a key)
     obs, reward, done = venv.reset(), None, None
     while len(ends) < episodes:
         for b, env in enumerate(venv.envs):
             seen[b] |= bool(env.unwrapped.agent_sees(*cue_position(env)))
+            key[b] = cue_is_key(env)
         actions = act(obs, reward, done)
+        held = None if memory is None else np.asarray(memory(), dtype=np.float64)
         obs, reward, done, info = venv.step(actions)
         for b in np.flatnonzero(done):
             ended_at_object = not bool(info["truncated"][b])
-            ends.append((seen[b], ended_at_object, ended_at_object and reward[b] > 0, info["episode_length"][b]))
+            ends.append((seen[b], ended_at_object, ended_at_object and reward[b] > 0, info["episode_length"][b],
+                         key[b]))
+            if held is not None:
+                states.append(held[b])
             seen[b] = False
     e = np.asarray(ends[:episodes], dtype=float)
-    seen_, at_end, right, length = e.T
+    seen_, at_end, right, length, key_ = e.T
 
     def share(mask, of):
         return float(mask[of].mean()) if of.any() else float("nan")
 
+    def probe(group):
+        if memory is None:
+            return float("nan")
+        return probe_accuracy(np.asarray(states[:episodes])[group], key_[group] > 0)
+
     return {"episodes": episodes, "cue_seen": float(seen_.mean()), "reached_end": float(at_end.mean()),
             "right_if_seen": share(right, (seen_ > 0) & (at_end > 0)),
             "right_if_not_seen": share(right, (seen_ == 0) & (at_end > 0)),
-            "right": share(right, at_end > 0), "mean_length": float(length.mean())}
+            "right": share(right, at_end > 0), "mean_length": float(length.mean()),
+            "cue_in_state_if_seen": probe(seen_ > 0), "cue_in_state_if_not_seen": probe(seen_ == 0)}
 
 
 def policy_row(run: str, episodes: int, seed: int) -> dict:
@@ -76,8 +122,13 @@ def policy_row(run: str, episodes: int, seed: int) -> dict:
         action, state = policy.act(obs, state, reward=reward, done=done)
         return action
 
+    hidden = list(policy.net.core.hidden_spec())
+
+    def memory():
+        return np.concatenate([state.core[k].reshape(ENVS, -1).float().cpu().numpy() for k in hidden], 1)
+
     try:
-        return play_memory(venv, act, episodes)
+        return play_memory(venv, act, episodes, memory if hidden else None)
     finally:
         venv.close()
 
@@ -104,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"run": f"random actions ({env_id})", **random_row(env_id, a.episodes, a.seed)})
     pct = lambda x: "-" if x != x else f"{x:.2f}"  # noqa: E731
     report_table(["run", "episodes", "cue seen", "reached an object", "right if seen", "right if not seen",
-                  "right", "mean length"],
+                  "right", "mean length", "cue in state if seen", "cue in state if not seen"],
                  [[r["run"], str(r["episodes"]), pct(r["cue_seen"]), pct(r["reached_end"]), pct(r["right_if_seen"]),
-                   pct(r["right_if_not_seen"]), pct(r["right"]), f"{r['mean_length']:.1f}"] for r in rows],
+                   pct(r["right_if_not_seen"]), pct(r["right"]), f"{r['mean_length']:.1f}",
+                   pct(r["cue_in_state_if_seen"]), pct(r["cue_in_state_if_not_seen"])] for r in rows],
                  rows, COLUMNS, a.out)
     return 0
 

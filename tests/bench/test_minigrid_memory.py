@@ -73,3 +73,43 @@ def test_random_actions_and_a_task_that_is_not_memory():
 def test_no_episodes_is_refused_before_any_run_is_read():
     with pytest.raises(SystemExit, match="minigrid_memory: --episodes must be >= 1"):
         mm.main(["no-such-run", "--episodes", "0"])
+
+
+def test_probe_reads_a_class_that_the_features_hold_and_not_one_they_do_not():
+    rng = np.random.default_rng(0)
+    labels = rng.random(200) < 0.5
+    noise = rng.normal(size=(200, 8))
+    held = noise.copy()
+    held[:, 3] += np.where(labels, 2.0, -2.0)
+    assert mm.probe_accuracy(held, labels) > 0.95
+    assert 0.35 < mm.probe_accuracy(noise, labels) < 0.65
+    assert np.isnan(mm.probe_accuracy(held[:mm.PROBE_MIN - 1], labels[:mm.PROBE_MIN - 1]))
+    assert np.isnan(mm.probe_accuracy(held, np.ones(200, dtype=bool)))  # one class: nothing to tell apart
+
+
+def test_probe_columns_on_a_walker_that_remembers_the_cue():
+    """A looking walker whose 'memory' latches the cue's kind once it has seen it: the probe reads the cue
+    where it was seen; a memory of noise holds nothing; without a memory the columns are NaN."""
+    venv = make_vec_env("minigrid:MemoryS7", 4, seed=5)
+    walk = walker(venv, to_success=True, look_first=True)
+    rng = np.random.default_rng(1)
+    latch = np.full(4, 0.5)
+
+    def act(obs, reward, done):
+        if done is not None:
+            latch[np.asarray(done)] = 0.5  # a new episode: nothing remembered
+        return walk(obs, reward, done)
+
+    def latched():
+        for b, env in enumerate(venv.envs):
+            if env.unwrapped.agent_sees(*mm.cue_position(env)):
+                latch[b] = float(mm.cue_is_key(env))
+        return np.stack([latch, rng.normal(size=4)], 1)
+
+    row = mm.play_memory(venv, act, 60, latched)
+    assert row["cue_seen"] == 1.0 and row["cue_in_state_if_seen"] == 1.0
+    assert np.isnan(row["cue_in_state_if_not_seen"])  # no episode without a look
+    noise = mm.play_memory(venv, act, 80, lambda: rng.normal(size=(4, 3)))
+    assert 0.25 < noise["cue_in_state_if_seen"] < 0.75
+    assert np.isnan(mm.play_memory(venv, act, 8)["cue_in_state_if_seen"])
+    venv.close()
