@@ -8,6 +8,8 @@ When the stem is frozen, actors may run it and ship its features; the learner th
 
 from __future__ import annotations
 
+import math
+
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -19,8 +21,11 @@ from r2ac.cores import make_core
 from r2ac.cores.base import State
 
 
-#: ``input_scale: auto`` for image frames that enter the core without a stem (``stem: none``)
+#: ``input_scale: auto`` for image frames that enter the core without a stem (``stem: none``), and for wide
+#: flat observations that do (``WIDE_INPUT_ENTRIES`` entries or more)
 RAW_PIXEL_INPUT_SCALE = 0.1
+#: a flat observation with at least this many entries is wide (MiniGrid's one-hot view: 984, 148 of them 1)
+WIDE_INPUT_ENTRIES = 256
 #: ``episode_start_value: auto`` for those frames
 RAW_PIXEL_EPISODE_START_VALUE = 10.0
 
@@ -29,16 +34,28 @@ def _raw_pixels(stem) -> bool:
     return getattr(stem, "kind", None) == "none" and getattr(stem, "is_image", False)
 
 
+def _wide_flat(stem) -> bool:
+    shape = tuple(getattr(stem, "observation_shape", ()) or ())
+    return (getattr(stem, "kind", None) == "none" and not getattr(stem, "is_image", False) and len(shape) > 0
+            and math.prod(shape) >= WIDE_INPUT_ENTRIES)
+
+
 def resolve_input_scale(input_scale: float | str, stem) -> float:
     """``model.input_scale`` as a number. ``"auto"``: :data:`RAW_PIXEL_INPUT_SCALE` when raw image frames enter
-    the core (stem ``none`` on (C, H, W) observations), 1 otherwise.
+    the core (stem ``none`` on (C, H, W) observations) or a wide flat observation does (stem ``none``,
+    :data:`WIDE_INPUT_ENTRIES` entries or more), 1 otherwise. ``"auto_pixels"``: the rule before wide flat
+    observations were scaled (raw image frames only); runs saved before then read ``auto`` as this.
 
-    Why raw pixels are scaled down: Adam moves every input weight by about the learning rate per update, and
-    the hundreds of pixels of a uniform frame (a cue colour, a noise frame's mean grey) all move the same way,
-    so a gate's pre-activation on such a frame moves by hundreds of learning rates per update. Scaling the
-    frames by 0.1 takes the same factor off that step (docs/results.md, "Input scale").
+    Why: Adam moves every input weight by about the learning rate per update, and the hundreds of pixels of a
+    uniform frame (a cue colour, a noise frame's mean grey) all move the same way, so a gate's pre-activation
+    on such a frame moves by hundreds of learning rates per update. Scaling the frames by 0.1 takes the same
+    factor off that step (docs/results.md, "Input scale"). A wide many-hot observation is the same case:
+    MiniGrid's one-hot view has 148 ones in 984 entries, its gates saturated at scale 1 (median |F x| 8-9) and
+    its Memory task stayed at chance; at 0.1 it was solved (docs/results.md, "Wide inputs scaled").
     """
     if input_scale == "auto":
+        return RAW_PIXEL_INPUT_SCALE if _raw_pixels(stem) or _wide_flat(stem) else 1.0
+    if input_scale == "auto_pixels":
         return RAW_PIXEL_INPUT_SCALE if _raw_pixels(stem) else 1.0
     return _positive("input_scale", input_scale)
 

@@ -311,6 +311,10 @@ def upgrade_resolved(d: dict) -> dict:
     saved before ``model.carry_inputs_across_episodes`` existed carried the inputs). A resolved config lists
     every key of its time, so a missing one was added later."""
     d = copy.deepcopy(d)
+    model = d.get("model")
+    if isinstance(model, dict) and "head_hidden" not in model and model.get("input_scale", "auto") == "auto":
+        # saved before 'auto' scaled wide flat observations too (the release that added model.head_hidden)
+        model["input_scale"] = "auto_pixels"
     for section, key, old in _ADDED_KEYS:
         sec = d.get(section)
         if isinstance(sec, dict) and key not in sec:

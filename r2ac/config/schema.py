@@ -119,9 +119,11 @@ class ModelConfig:
         "every frame the learner has trained on (kept with the weights); 'auto': on with centred frames "
         "(docs/results.md says why)")
     prev_action_input: bool = _f(False, "feed the previous action (one-hot) to the core")
-    input_scale: float | Literal["auto"] = _f(
+    input_scale: float | Literal["auto", "auto_pixels"] = _f(
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "
-        "with stem 'none' (raw pixels in [0, 1]; docs/results.md says why), 1 otherwise", gt=0.0)
+        "with stem 'none' (raw pixels in [0, 1]) and for flat observations of 256 entries or more with stem "
+        "'none' (MiniGrid's one-hot view; docs/results.md says why), 1 otherwise; 'auto_pixels': 0.1 for the "
+        "image frames only (the rule before 2026-11-27, which runs saved before then read 'auto' as)", gt=0.0)
     head_hidden: int = _f(
         0, "width of one tanh layer that the policy and baseline heads share; 0 (the default): linear heads on "
         "the core's output, as the papers", ge=0)

@@ -12,7 +12,7 @@ from r2ac.agent.actor import Actor
 from r2ac.agent.learner import Learner, NonFiniteLossError
 from r2ac.agent.losses import impala_loss
 from r2ac.agent.inputs import centre_frame, channel_spread, lower_median
-from r2ac.agent.nets import RAW_PIXEL_EPISODE_START_VALUE, RAW_PIXEL_INPUT_SCALE, AgentNet
+from r2ac.agent.nets import RAW_PIXEL_EPISODE_START_VALUE, RAW_PIXEL_INPUT_SCALE, WIDE_INPUT_ENTRIES, AgentNet
 from r2ac.agent.trajectory import Batcher, concat, validate
 from r2ac.config import ConfigError, config_from_dict, config_to_dict, load_config, upgrade_resolved
 from r2ac.envs import make_vec_env
@@ -747,14 +747,21 @@ def test_running_centres_subtract_the_mean_of_every_frame_trained_on():
     assert config_from_dict(upgrade_resolved(old)).model.running_centres is False
 
 
-@pytest.mark.parametrize("stem, shape, expected", [("none", (3, 8, 8), RAW_PIXEL_INPUT_SCALE), ("none", (5,), 1.0),
-                                                   ("impala", (3, 16, 16), 1.0), ("mlp", (5,), 1.0)])
-def test_input_scale_auto_scales_raw_pixels_only(stem, shape, expected):
-    """input_scale 'auto' (the default): raw image frames into the core (stem none) are scaled by 0.1, stem
-    features and vector observations are not; a number overrides it."""
+@pytest.mark.parametrize("stem, shape, expected, pixels_only", [
+    ("none", (3, 8, 8), RAW_PIXEL_INPUT_SCALE, RAW_PIXEL_INPUT_SCALE), ("none", (5,), 1.0, 1.0),
+    ("none", (WIDE_INPUT_ENTRIES - 1,), 1.0, 1.0), ("none", (WIDE_INPUT_ENTRIES,), RAW_PIXEL_INPUT_SCALE, 1.0),
+    ("none", (984,), RAW_PIXEL_INPUT_SCALE, 1.0), ("impala", (3, 16, 16), 1.0, 1.0), ("mlp", (5,), 1.0, 1.0),
+    ("mlp", (984,), 1.0, 1.0)])
+def test_input_scale_auto_scales_raw_pixels_and_wide_flat_inputs(stem, shape, expected, pixels_only):
+    """input_scale 'auto' (the default): raw image frames into the core (stem none) are scaled by 0.1, and so
+    are flat observations of WIDE_INPUT_ENTRIES entries or more (MiniGrid's 984); stem features and narrow
+    vectors are not; 'auto_pixels' (the earlier rule, which runs saved before it read 'auto' as) scales the
+    image frames only; a number overrides both."""
     cfg = load_config("configs/quickstart.yaml", [f"model.stem={stem}"])
     assert cfg.model.input_scale == "auto"
     assert AgentNet.from_config(cfg.model, shape, 3).input_scale == expected
+    cfg = load_config("configs/quickstart.yaml", [f"model.stem={stem}", "model.input_scale=auto_pixels"])
+    assert AgentNet.from_config(cfg.model, shape, 3).input_scale == pixels_only
     cfg = load_config("configs/quickstart.yaml", [f"model.stem={stem}", "model.input_scale=0.5"])
     assert AgentNet.from_config(cfg.model, shape, 3).input_scale == 0.5
     for bad in ("autoo", "true"):
@@ -762,6 +769,13 @@ def test_input_scale_auto_scales_raw_pixels_only(stem, shape, expected):
             load_config("configs/quickstart.yaml", [f"model.input_scale={bad}"])
     with pytest.raises(ValueError, match="input_scale must be a number > 0 or 'auto'"):
         AgentNet((5,), 3, stem="none", input_scale="big")
+    # a run saved before the wide rule (no model.head_hidden) read 'auto' as the pixel-only rule
+    old = config_to_dict(load_config("configs/quickstart.yaml"))
+    del old["model"]["head_hidden"], old["model"]["head_input"]
+    assert config_from_dict(upgrade_resolved(old)).model.input_scale == "auto_pixels"
+    old["model"]["input_scale"] = 0.3  # a number stays
+    assert config_from_dict(upgrade_resolved(old)).model.input_scale == 0.3
+    assert config_from_dict(upgrade_resolved(config_to_dict(cfg))).model.input_scale == 0.5
 
 
 def test_actor_reports_the_value_of_the_final_observation_at_time_limits():
