@@ -17,18 +17,24 @@ The last two columns ask whether the memory holds the cue at all: a linear probe
 the standardised core state, 2-fold cross-validated, ``probe_accuracy``) reads the cue's kind (key or ball)
 off the core's hidden state after the episode's last observation, apart for episodes that saw the cue and
 for those that did not (0.5: not decodable; near 1 where seen and 0.5 where not: the memory stores it).
+For an eLSTM core two more columns say how hard the views drive its gates (``gate_drive``): the median over
+units of the median |F x| (keep gate) and |O x| (output gate) over the views played, x the view as it enters
+the core (times ``model.input_scale``). A sigmoid's slope at 8 is 3e-4: a gate driven that hard is shut or
+open whatever the view (docs/results.md, "Wide inputs scaled").
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from r2ac.api import load
 from r2ac.bench.common import one_torch_thread, parse_played_runs, played_runs_parser, report_table, run_labels
 from r2ac.envs import make_vec_env
 
 COLUMNS = ("run", "episodes", "cue_seen", "reached_end", "right_if_seen", "right_if_not_seen", "right",
-           "mean_length", "cue_in_state_if_seen", "cue_in_state_if_not_seen")
+           "mean_length", "cue_in_state_if_seen", "cue_in_state_if_not_seen", "keep_gate_drive", "output_gate_drive")
+DRIVE_FRAMES = 4000  # views kept for gate_drive
 PROBE_MIN = 20  # fewest episodes of each group a probe is fitted on
 ENVS = 16
 
@@ -109,6 +115,20 @@ def play_memory(venv, act, episodes: int, memory=None) -> dict:
             "cue_in_state_if_seen": probe(seen_ > 0), "cue_in_state_if_not_seen": probe(seen_ == 0)}
 
 
+@torch.no_grad()
+def gate_drive(net, frames: np.ndarray) -> dict:
+    """The median over units of the median over ``frames`` [n, *obs] of |F x| and |O x|, x the frames' part of
+    the core input (``net.scaled_features``), for an eLSTM core (its keep-gate and output-gate weights F and
+    O); NaN for other cores."""
+    core = net.core
+    if not (hasattr(core, "F") and hasattr(core, "O")):
+        return {"keep_gate_drive": float("nan"), "output_gate_drive": float("nan")}
+    x = net.scaled_features(net.features(torch.as_tensor(frames, dtype=torch.float32)))
+    d = x.shape[-1]
+    drive = lambda w: float((x @ w[:, :d].T).abs().median(0).values.median())  # noqa: E731
+    return {"keep_gate_drive": drive(core.F.float()), "output_gate_drive": drive(core.O.float())}
+
+
 def policy_row(run: str, episodes: int, seed: int) -> dict:
     policy = load(run, greedy=False, seed=seed)
     env_id = policy.config.env.id
@@ -117,8 +137,12 @@ def policy_row(run: str, episodes: int, seed: int) -> dict:
     venv = make_vec_env(env_id, ENVS, seed, **policy.config.env.options)
     state = policy.initial_state(ENVS)
 
+    frames = []
+
     def act(obs, reward, done):
         nonlocal state
+        if len(frames) * ENVS < DRIVE_FRAMES:
+            frames.append(np.array(obs))
         action, state = policy.act(obs, state, reward=reward, done=done)
         return action
 
@@ -128,7 +152,8 @@ def policy_row(run: str, episodes: int, seed: int) -> dict:
         return np.concatenate([state.core[k].reshape(ENVS, -1).float().cpu().numpy() for k in hidden], 1)
 
     try:
-        return play_memory(venv, act, episodes, memory if hidden else None)
+        row = play_memory(venv, act, episodes, memory if hidden else None)
+        return {**row, **gate_drive(policy.net, np.concatenate(frames))}
     finally:
         venv.close()
 
@@ -137,7 +162,8 @@ def random_row(env_id: str, episodes: int, seed: int) -> dict:
     venv = make_vec_env(env_id, ENVS, seed)
     rng = np.random.default_rng(seed)
     try:
-        return play_memory(venv, lambda obs, reward, done: rng.integers(0, venv.num_actions, ENVS), episodes)
+        row = play_memory(venv, lambda obs, reward, done: rng.integers(0, venv.num_actions, ENVS), episodes)
+        return {**row, "keep_gate_drive": float("nan"), "output_gate_drive": float("nan")}
     finally:
         venv.close()
 
@@ -155,10 +181,12 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"run": f"random actions ({env_id})", **random_row(env_id, a.episodes, a.seed)})
     pct = lambda x: "-" if x != x else f"{x:.2f}"  # noqa: E731
     report_table(["run", "episodes", "cue seen", "reached an object", "right if seen", "right if not seen",
-                  "right", "mean length", "cue in state if seen", "cue in state if not seen"],
+                  "right", "mean length", "cue in state if seen", "cue in state if not seen", "keep-gate drive",
+                  "output-gate drive"],
                  [[r["run"], str(r["episodes"]), pct(r["cue_seen"]), pct(r["reached_end"]), pct(r["right_if_seen"]),
                    pct(r["right_if_not_seen"]), pct(r["right"]), f"{r['mean_length']:.1f}",
-                   pct(r["cue_in_state_if_seen"]), pct(r["cue_in_state_if_not_seen"])] for r in rows],
+                   pct(r["cue_in_state_if_seen"]), pct(r["cue_in_state_if_not_seen"]), pct(r["keep_gate_drive"]),
+                   pct(r["output_gate_drive"])] for r in rows],
                  rows, COLUMNS, a.out)
     return 0
 

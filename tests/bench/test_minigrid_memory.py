@@ -113,3 +113,24 @@ def test_probe_columns_on_a_walker_that_remembers_the_cue():
     assert 0.25 < noise["cue_in_state_if_seen"] < 0.75
     assert np.isnan(mm.play_memory(venv, act, 8)["cue_in_state_if_seen"])
     venv.close()
+
+
+def test_gate_drive_is_linear_in_the_input_scale_and_nan_without_elstm_gates():
+    import torch
+
+    from r2ac.agent.nets import AgentNet
+
+    venv = make_vec_env("minigrid:MemoryS7", 4, seed=0)
+    frames = np.stack([venv.reset() for _ in range(3)]).reshape(-1, *venv.observation_shape)
+    drives = []
+    for scale in (1.0, 0.1):
+        torch.manual_seed(0)
+        net = AgentNet(venv.observation_shape, venv.num_actions, stem="none", core="elstm", hidden_size=8,
+                       input_scale=scale)
+        drives.append(mm.gate_drive(net, frames))
+    for key in ("keep_gate_drive", "output_gate_drive"):
+        assert drives[0][key] > 0 and abs(drives[1][key] - 0.1 * drives[0][key]) < 1e-6 * drives[0][key] + 1e-9
+    lstm = AgentNet(venv.observation_shape, venv.num_actions, stem="none", core="lstm", hidden_size=8,
+                    learning="tbptt")
+    assert np.isnan(mm.gate_drive(lstm, frames)["keep_gate_drive"])
+    venv.close()
