@@ -168,7 +168,8 @@ def _list(args) -> int:
     elif args.what == "envs":
         from r2ac.envs import ENV_KINDS, POMDP_KINDS, env_options
 
-        ids = {"tmaze": "tmaze", "watermaze": "watermaze", "cue": "cue", "copy": "copy", "atari": "atari:<Game>",
+        ids = {"tmaze": "tmaze", "watermaze": "watermaze", "cue": "cue", "copy": "copy", "keydoor": "keydoor",
+               "atari": "atari:<Game>",
                "procgen": "procgen:<game>", "dmlab": "dmlab:<level>", "gym": "gym:<id> | <module>:<Id>",
                "gymc": "gymc:<id>", "mujoco": "mujoco:<Env-vN>", "mujoco-p": "mujoco-p:<Env-vN>",
                "mujoco-v": "mujoco-v:<Env-vN>", "popgym": "popgym:<Name>", "minigrid": "minigrid:<Id>"}

@@ -8,7 +8,7 @@ wall-clock budget and is judged from its training curve:
 
     success      the mean training return of the last 400 episodes (``--window-episodes``; 0: of the
                  episodes ended in each of the last 3 log rows, which at long spans hold few episodes);
-                 for the cue, copy and T-maze tasks it is the fraction solved (copy: bits right)
+                 for the cue, copy, key-door and T-maze tasks it is the fraction solved (copy: bits right)
     solved       first time (wall seconds, agent steps) that success >= --threshold
     held         the lowest success after solving (``no collapse`` means held >= threshold)
     settled      the lowest success after it first reached (1 + threshold) / 2 (0.95): held without the
@@ -29,6 +29,10 @@ M = 10 by default ``--spans 100,300,1000``):
     tmaze                the built-in T-maze, corridor length = span (chance 1/2)
     watermaze            the built-in watermaze, episode length = span (return = goals found; no chance line)
     copy                 3 bits, span blank steps, then recall them (return = fraction right; chance 1/2)
+    keydoor              key to door, pixel frames: a choice at step 0 (take the key: name its colour, chance
+                         1/3) paid span + 1 steps later at the door; nothing is decided at the door (a credit
+                         task for the value, not a recall task for the policy)
+    keydoor-vector       the same with one-hot vectors
 
 Held-out tasks, designed elsewhere and never used to choose a setting here: ``popgym:<Name>``, a POPGym task
 by class name (Morad et al. 2023; e.g. ``popgym:RepeatFirstEasy``, ``popgym:CountRecallMedium``), and
@@ -86,6 +90,8 @@ TASKS: Dict[str, tuple] = {
     "tmaze": ("tmaze", lambda s: {"corridor_length": s}, lambda s: s + 1),
     "watermaze": ("watermaze", lambda s: {"episode_length": s}, lambda s: s),
     "copy": ("copy", lambda s: {"span": s, "symbols": 3}, lambda s: s + 6),
+    "keydoor": ("keydoor", lambda s: {"span": s, "obs": "pixels"}, lambda s: s + 2),
+    "keydoor-vector": ("keydoor", lambda s: {"span": s, "obs": "vector"}, lambda s: s + 2),
 }
 METHODS = ("rtrl", "tbptt", "tbptt-full", "feedforward", "a2c")
 RUN_COLUMNS = ["task", "span", "method", "seed", "status", "steps", "wall_s", "steps_per_s", "solved_s",

@@ -3,7 +3,7 @@
 Env ids::
 
     tmaze, watermaze                 built-in memory tasks (numpy-vectorized), see r2ac.envs.memory
-    cue, copy                        built-in long-credit recall tasks (delayed cue, copy), r2ac.envs.recall
+    cue, copy, keydoor               built-in long-credit tasks (delayed cue, copy, key to door), r2ac.envs.recall
     atari:<Game>                     ale-py native vector env, e.g. atari:Breakout, atari:MsPacman
     procgen:<game>                   procgen's vector env, e.g. procgen:chaser
     dmlab:<level>                    DeepMind Lab (`make dmlab`), e.g. dmlab:rooms_watermaze
@@ -38,7 +38,7 @@ from r2ac.envs.gym_env import GymVecEnv
 from r2ac.envs.minigrid_env import MiniGridVecEnv
 from r2ac.envs.memory import TMazeEnv, TMazeVecEnv, WatermazeEnv, WatermazeVecEnv
 from r2ac.envs.procgen_env import ProcgenVecEnv
-from r2ac.envs.recall import CopyVecEnv, CueVecEnv
+from r2ac.envs.recall import CopyVecEnv, CueVecEnv, KeyDoorVecEnv
 
 __all__ = [
     "ENV_KINDS",
@@ -58,6 +58,7 @@ ENV_KINDS: dict[str, type[VecEnv]] = {
     "watermaze": WatermazeVecEnv,
     "cue": CueVecEnv,
     "copy": CopyVecEnv,
+    "keydoor": KeyDoorVecEnv,
     "atari": AtariVecEnv,
     "procgen": ProcgenVecEnv,
     "dmlab": DMLabVecEnv,
@@ -74,12 +75,12 @@ POMDP_KINDS: dict[str, type[VecEnv]] = {
     "popgym": PopGymVecEnv,
 }
 _ALL_KINDS: dict[str, type[VecEnv]] = {**ENV_KINDS, **POMDP_KINDS}
-_MEMORY_KINDS = ("tmaze", "watermaze", "cue", "copy")
+_MEMORY_KINDS = ("tmaze", "watermaze", "cue", "copy", "keydoor")
 _PREFIX_KINDS = ("atari", "procgen", "dmlab", "gym", "minigrid") + tuple(POMDP_KINDS)
 _FREE_OPTION_KINDS = ("gym", "minigrid") + tuple(POMDP_KINDS)
 
 _ALLOWED_IDS = (
-    "'tmaze', 'watermaze', 'cue', 'copy', 'atari:<Game>' (e.g. atari:Breakout), "
+    "'tmaze', 'watermaze', 'cue', 'copy', 'keydoor', 'atari:<Game>' (e.g. atari:Breakout), "
     "'procgen:<game>' (e.g. procgen:chaser), "
     "'dmlab:<level>' (e.g. dmlab:rooms_watermaze), 'gym:<gymnasium id>' (e.g. gym:CartPole-v1), "
     "'gym:<module>:<Id>' or '<module>:<Id>', 'minigrid:<Id>' (e.g. minigrid:MemoryS13Random); "

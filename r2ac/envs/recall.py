@@ -24,6 +24,20 @@ distractors) and the copy task as an RL problem. Numpy-vectorised like ``r2ac.en
     ``symbols`` query steps (entry 3). At the k-th query step the action must be the k-th bit: reward
     ``1 / symbols`` per correct bit. The credit span is ``span + symbols`` steps; ``info["success"]`` is
     1.0 when every bit was right (chance ``2 ** -symbols``); the return is the fraction right.
+
+``keydoor`` — key to door (after Hung et al. 2019, "Optimizing agent behavior over long time scales by
+transporting value"): a choice whose reward comes ``span + 1`` steps later (``num_actions = cues``)
+    Step 0 shows a key: one of ``cues`` colours, as the cue of ``cue``. The action taken there takes the
+    key if it names the colour. Step 1 shows the key held (an orange frame; vector entry ``cues``) if it
+    was taken, a blank (or distractor) frame if not; steps 2..``span`` are blank (or distractor) frames;
+    step ``span + 1`` shows the door (white; vector entry ``cues + 1``), pays 1 if the key is held,
+    whatever the action, and ends the episode. Nothing at the door asks for a decision: the only choice
+    is at step 0, and its reward comes ``span + 1`` steps later. An actor-critic learns it only if its
+    value carries the held key across the span (the choice's advantage is bootstrapped from values ``M``
+    steps on), and a discount ``gamma`` shrinks the choice's stake to ``gamma ** (span + 1)``.
+    ``info["success"]`` is 1.0 / 0.0 (key held) at the end; chance ``1 / cues``. ``span >= 1``;
+    ``span_min``, ``cue_delay`` and ``distractors`` as for ``cue`` (with ``cue_delay`` the key is shown,
+    and taken, at a drawn step).
 """
 
 from __future__ import annotations
@@ -34,10 +48,11 @@ import numpy as np
 from r2ac.envs.base import EpisodeTracker, VecEnv, check_actions, nan_where_not
 from r2ac.envs.memory import _check_float, _check_int
 
-__all__ = ["CopyVecEnv", "CueVecEnv"]
+__all__ = ["CopyVecEnv", "CueVecEnv", "KeyDoorVecEnv"]
 
 _CUE_COLOURS = np.array([(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (255, 0, 255), (0, 255, 255),
                          (96, 96, 96), (160, 160, 160)], dtype=np.uint8)
+_KEY_HELD_COLOUR = np.array((255, 128, 0), dtype=np.uint8)  # orange: none of the cue colours, not grey like noise
 
 
 class _RecallVecEnv(VecEnv):
@@ -210,3 +225,49 @@ class CopyVecEnv(_RecallVecEnv):
         self.right += correct
         done = k == L - 1
         return correct.astype(np.float32) / L, done, (self.right == L).astype(np.float64)
+
+
+class KeyDoorVecEnv(CueVecEnv):
+    """Key to door (see the module docstring): the cue's layout, with the choice at the cue and the
+    reward at the query (the door)."""
+
+    def __init__(self, num_envs: int, seed: int, *, span: int = 100, cues: int = 3, obs: str = "pixels",
+                 size: int = 16, distractors: float = 0.0, span_min: int | None = None,
+                 cue_delay: int = 0) -> None:
+        for name, value in (("span", span), ("span_min", span if span_min is None else span_min)):
+            if _check_int(name, value, 0) < 1:
+                raise ValueError(f"option {name!r} must be >= 1 for keydoor, got {value}: the frame after the "
+                                 f"choice shows the key held, and the door comes after it")
+        super().__init__(num_envs, seed, span=span, cues=cues, obs=obs, size=size, distractors=distractors,
+                         span_min=span_min, cue_delay=cue_delay)
+        if obs == "vector":
+            self.observation_shape = (self.cues + 2,)
+        self.held = np.zeros(self.num_envs, dtype=bool)
+
+    def _new_episodes(self, mask: np.ndarray) -> None:
+        super()._new_episodes(mask)
+        self.held[mask] = False
+
+    def desync(self, rng: np.random.Generator) -> np.ndarray:
+        self.held[:] = False  # an env started past its choice holds no key
+        return super().desync(rng)
+
+    def _observe(self) -> np.ndarray:
+        o = super()._observe()
+        shown = self.held & (self.t == self.cue_step + 1)  # the frame after a taken key (never the door: span >= 1)
+        if self.obs == "pixels":
+            o[shown] = _KEY_HELD_COLOUR[:, None, None]
+            return o
+        v = np.zeros((self.num_envs, self.cues + 2), dtype=np.float32)
+        v[:, :self.cues] = o[:, :self.cues]
+        v[:, self.cues + 1] = o[:, self.cues]  # the door
+        v[shown] = 0.0
+        v[shown, self.cues] = 1.0
+        return v
+
+    def _reward(self, actions):
+        choose = self.t == self.cue_step
+        self.held[choose] = actions[choose] == self.cue[choose]
+        done = self.t == self.query_step
+        paid = done & self.held
+        return paid.astype(np.float32), done, paid.astype(np.float64)

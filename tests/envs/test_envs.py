@@ -72,7 +72,8 @@ def at_junction(obs):
 
 
 def test_env_kinds_and_ids():
-    assert set(ENV_KINDS) == {"tmaze", "watermaze", "cue", "copy", "atari", "procgen", "dmlab", "gym", "minigrid"}
+    assert set(ENV_KINDS) == {"tmaze", "watermaze", "cue", "copy", "keydoor", "atari", "procgen", "dmlab", "gym",
+                              "minigrid"}
     assert parse_env_id("tmaze") == ("tmaze", None)
     assert parse_env_id("atari:Breakout") == ("atari", "Breakout")
     assert parse_env_id("procgen:chaser") == ("procgen", "chaser")

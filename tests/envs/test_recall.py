@@ -125,8 +125,47 @@ def test_copy_rewards_each_bit():
     assert d.all() and np.allclose(total, [1.0, 2 / 3]) and np.array_equal(info["success"], [1.0, 0.0])
 
 
+@pytest.mark.parametrize("obs", ["pixels", "vector"])
+def test_keydoor_pays_at_the_door_for_the_choice_at_the_key(obs):
+    venv = make_vec_env("keydoor", 4, 0, span=3, obs=obs)
+    o = venv.reset()
+    key = venv.cue.copy()
+    assert venv.num_actions == 3 and o.shape == ((4, 3, 16, 16) if obs == "pixels" else (4, 5))
+    if obs == "vector":
+        assert np.array_equal(o[np.arange(4), key], np.ones(4)) and not o[:, 3:].any()
+    choice = key.copy()
+    choice[[1, 3]] = (key[[1, 3]] + 1) % 3  # envs 1 and 3 leave the key
+    o, r, d, _ = venv.step(choice)
+    assert not d.any() and not r.any()
+    held = np.array([True, False, True, False])
+    if obs == "pixels":  # the key held: an orange frame; left: a blank one
+        assert np.array_equal(o[0, :, 0, 0], [255, 128, 0]) and np.array_equal(o[2, :, 0, 0], [255, 128, 0])
+        assert o[1].max() == 0 and o[3].max() == 0
+    else:
+        assert np.array_equal(o[:, 3], held.astype(np.float32)) and not o[:, [0, 1, 2, 4]].any()
+    for t in (2, 3, 4):  # blank frames, then the door; the actions there change nothing
+        o, r, d, _ = venv.step(np.full(4, t % 3, dtype=np.int64))
+        assert not d.any() and not r.any() and (t == 4 or o.max() == 0)
+    door = o.reshape(4, -1)
+    assert (door.min(1) == 255).all() if obs == "pixels" else (o[:, -1] == 1).all() and not o[:, :-1].any()
+    o, r, d, info = venv.step(np.zeros(4, dtype=np.int64))  # at the door any action: paid where the key is held
+    assert d.all() and np.array_equal(r, held.astype(np.float32))
+    assert np.array_equal(info["success"], held.astype(np.float64))
+    assert np.array_equal(info["episode_length"], np.full(4, 5))
+    assert not venv.held.any()  # the next episode starts without a key
+
+
+def test_keydoor_chance_and_a_policy_that_names_the_key():
+    venv = make_vec_env("keydoor", 64, 1, span=5, obs="vector")
+    rng = np.random.default_rng(0)
+    assert abs(_run(venv, lambda o: rng.integers(0, 3, 64), 7 * 40).mean() - 1 / 3) < 0.05
+    # a memoryless policy: name the colour in view (only the key frame has one); all episodes pay
+    assert _run(make_vec_env("keydoor", 64, 1, span=5, obs="vector"), lambda o: o[:, :3].argmax(1), 7 * 10).mean() == 1
+
+
 @pytest.mark.parametrize("kind,options,length", [
-    ("cue", {"span": 7}, 9), ("copy", {"span": 4, "symbols": 2}, 8), ("tmaze", {"corridor_length": 6}, 7),
+    ("cue", {"span": 7}, 9), ("keydoor", {"span": 7, "distractors": 0.5}, 9),
+    ("copy", {"span": 4, "symbols": 2}, 8), ("tmaze", {"corridor_length": 6}, 7),
     ("watermaze", {"size": 3, "episode_length": 9}, 9)])
 def test_desync_spreads_the_episode_ends_then_episodes_run_whole(kind, options, length):
     venv = make_vec_env(kind, 64, 0, **options)
@@ -177,7 +216,9 @@ def test_desync_is_none_where_an_env_kind_cannot():
 @pytest.mark.parametrize("kind,options,needle", [
     ("cue", {"obs": "rgb"}, "'obs'"), ("cue", {"cues": 1}, "'cues'"), ("cue", {"distractors": 2.0}, "'distractors'"),
     ("cue", {"span": -1}, "'span'"), ("cue", {"span": 5, "span_min": 6}, "'span_min'"),
-    ("cue", {"cue_delay": -1}, "'cue_delay'"), ("copy", {"symbols": 0}, "'symbols'"), ("copy", {"spam": 1}, "spam")])
+    ("cue", {"cue_delay": -1}, "'cue_delay'"), ("keydoor", {"span": 0}, "'span' must be >= 1"),
+    ("keydoor", {"span": 5, "span_min": 0}, "'span_min' must be >= 1"), ("keydoor", {"cues": 9}, "'cues'"),
+    ("copy", {"symbols": 0}, "'symbols'"), ("copy", {"spam": 1}, "spam")])
 def test_recall_bad_options(kind, options, needle):
     with pytest.raises(ValueError, match=needle):
         make_vec_env(kind, 2, 0, **options)
