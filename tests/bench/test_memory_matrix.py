@@ -187,3 +187,23 @@ def test_matrix_marks_cells_not_run_with_the_settings_under_test(tmp_path, capsy
     settings = {r["method"]: r["settings"] for r in csv.DictReader(open(out / "matrix.csv"))}
     assert settings == {"rtrl": "differs: model.running_centres", "tbptt": "differs: model.running_centres"}
     capsys.readouterr()
+
+
+def test_every_bench_task_builds_its_env_with_the_episode_length_it_declares():
+    """``TASKS``' episode steps (what ``tbptt-full`` unrolls) are the length of the env's episodes."""
+    import numpy as np
+
+    from r2ac.bench.memory import TASKS, task_spec
+    from r2ac.envs import make_vec_env
+
+    for task in TASKS:
+        env_id, options, steps = task_spec(task, 5)
+        venv = make_vec_env(env_id, 4, 0, **options)
+        venv.reset()
+        rng = np.random.default_rng(0)
+        lengths = []
+        for _ in range(3 * steps):
+            low = 1 if env_id == "tmaze" else 0  # the T-maze waits at its junction for a turn (actions 1, 2)
+            _, _, done, info = venv.step(rng.integers(low, venv.num_actions, 4))
+            lengths += list(info["episode_length"][done])
+        assert lengths and max(lengths) == steps, task
