@@ -98,10 +98,17 @@ class Policy:
         return PolicyState(core, torch.zeros(batch_size, dtype=torch.int64, device=self.device),
                            torch.ones(batch_size, dtype=torch.bool, device=self.device))
 
-    @torch.no_grad()
     def act_with_logits(self, obs, state: Optional[PolicyState] = None, *, reward=None, done=None,
                         greedy: Optional[bool] = None) -> Tuple[np.ndarray, PolicyState, torch.Tensor]:
         """:meth:`act` that also returns the policy logits ``[B, num_actions]``."""
+        action, new, out = self.act_with_outputs(obs, state, reward=reward, done=done, greedy=greedy)
+        return action, new, out["policy_logits"]
+
+    @torch.no_grad()
+    def act_with_outputs(self, obs, state: Optional[PolicyState] = None, *, reward=None, done=None,
+                         greedy: Optional[bool] = None) -> Tuple[np.ndarray, PolicyState, dict]:
+        """:meth:`act` that also returns the network's outputs for ``obs``: ``policy_logits``
+        ``[B, num_actions]`` and ``baseline`` ``[B]``, the value estimate (float32; one observation: ``[1, ...]``)."""
         x = torch.as_tensor(np.ascontiguousarray(obs))
         single = self.observation_shape is not None and tuple(x.shape) == self.observation_shape
         if single:
@@ -121,14 +128,15 @@ class Policy:
         inputs = {"features": feats.unsqueeze(0), "reward": r.to(self.device).unsqueeze(0),
                   "action": state.action.unsqueeze(0), "done": first.unsqueeze(0)}
         out, core = self.net(inputs, state.core, sensitivities=False)
-        logits = out["policy_logits"][0].float()
+        out = {k: v[0].float() for k, v in out.items()}
+        logits = out["policy_logits"]
         if self.greedy if greedy is None else greedy:
             action = logits.argmax(-1)
         else:
             action = categorical_sample(logits, self.generator)
         new = PolicyState(core, action, torch.zeros(B, dtype=torch.bool, device=self.device))
         a = action.cpu().numpy()
-        return (a[0] if single else a), new, logits
+        return (a[0] if single else a), new, out
 
     def act(self, obs, state: Optional[PolicyState] = None, *, reward=None, done=None,
             greedy: Optional[bool] = None) -> Tuple[np.ndarray, PolicyState]:
