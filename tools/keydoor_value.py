@@ -1,7 +1,7 @@
 """Does a key-to-door agent's value carry the key across the span? For runs of ``r2ac bench memory`` on
 ``keydoor`` / ``keydoor-vector`` (docs/results.md, "Key to door").
 
-    python tools/keydoor_value.py RUN_DIR [RUN_DIR ...] [--episodes N] [--out CSV]
+    python tools/keydoor_value.py RUN_DIR [RUN_DIR ...] [--episodes N] [--seed S] [--out CSV]
 
 For each run its newest checkpoint plays ``--episodes`` fresh episodes side by side, the choice at the key
 forced: half the episodes take the key, half leave it (the next colour). Along the way we record the
@@ -19,14 +19,13 @@ steps on: where the gap is 0 after the first segment the choice's advantage hold
 
 from __future__ import annotations
 
-import argparse
-import csv
 import os
 import sys
 
 import numpy as np
 
 from r2ac.api import PolicyState, load_checkpoint_for, policy_from_checkpoint
+from r2ac.bench.common import one_torch_thread, parse_played_runs, played_runs_parser, report_table, run_labels
 from r2ac.config import load_config
 from r2ac.envs.recall import KeyDoorVecEnv
 
@@ -74,29 +73,20 @@ def play(policy, options: dict, episodes: int, discount: float, seed: int = 1234
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", nargs="+")
-    p.add_argument("--episodes", type=int, default=512)
-    p.add_argument("--out", default="", help="also write the table as CSV here")
-    a = p.parse_args(argv)
+    a = parse_played_runs(played_runs_parser(__doc__, episodes=512), argv, "keydoor_value")
     if a.episodes < 2:
         raise SystemExit("keydoor_value: --episodes must be at least 2 (one takes the key, one leaves it)")
     rows = []
-    for run in a.runs:
-        cfg = load_config(os.path.join(run, "config.yaml"))
-        if cfg.env.id != "keydoor":
-            raise SystemExit(f"keydoor_value: {run} is not a key-to-door run (env.id {cfg.env.id!r})")
-        policy = policy_from_checkpoint(load_checkpoint_for(run), cfg)
-        rows.append({"run": os.path.basename(os.path.normpath(run)), "step": policy.step,
-                     **play(policy, dict(cfg.env.options), a.episodes, cfg.learner.discount)})
-    print("| " + " | ".join(FIELDS) + " |\n|" + " --- |" * len(FIELDS))
-    for r in rows:
-        print("| " + " | ".join(f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k in FIELDS) + " |")
-    if a.out:
-        with open(a.out, "w", newline="") as fh:
-            w = csv.DictWriter(fh, FIELDS)
-            w.writeheader()
-            w.writerows(rows)
+    with one_torch_thread():
+        for run, label in zip(a.runs, run_labels(a.runs)):
+            cfg = load_config(os.path.join(run, "config.yaml"))
+            if cfg.env.id != "keydoor":
+                raise SystemExit(f"keydoor_value: {run} is not a key-to-door run (env.id {cfg.env.id!r})")
+            policy = policy_from_checkpoint(load_checkpoint_for(run), cfg)
+            rows.append({"run": label, "step": policy.step,
+                         **play(policy, dict(cfg.env.options), a.episodes, cfg.learner.discount, a.seed)})
+    cells = [[f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k in FIELDS] for r in rows]
+    report_table(FIELDS, cells, rows, FIELDS, a.out)
     return 0
 
 

@@ -32,6 +32,8 @@ def test_keydoor_value_reads_runs(tmp_path, capsys, load_tool, tiny_run):
     assert row["span"] == "3" and row["episodes"] == "16" and 0.0 <= float(row["p_take"]) <= 1.0
     assert all(np.isfinite(float(row[k])) for k in ("gap_1", "gap_2", "gap_mid", "gap_door"))
     assert "| gap_door |" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="at least 2"):
+        tool.main([str(run), "--episodes", "1"])
     other = tmp_path / "cue-run"
     other.mkdir()
     (other / "config.yaml").write_text((run / "config.yaml").read_text().replace("id: keydoor", "id: cue"))
