@@ -12,6 +12,8 @@ value (the baseline head) at every step and report
   episodes that hold the key minus that of those that do not, as a fraction of the exact gap
   ``gamma ** (span + 1 - t)`` (the door pays 1 at step ``span + 1``). 1 is a value that knows the key
   is held; 0 one that has forgotten it (or never knew).
+- ``value_spread``: the largest value minus the smallest over every step of every episode played; 0 is a
+  value that does not vary with anything it sees (a network whose hidden units are all inactive).
 
 An actor-critic whose segments are shorter than the span learns the choice from values bootstrapped ``M``
 steps on: where the gap is 0 after the first segment the choice's advantage holds nothing of the door.
@@ -29,7 +31,8 @@ from r2ac.bench.common import one_torch_thread, parse_played_runs, played_runs_p
 from r2ac.config import load_config
 from r2ac.envs.recall import KeyDoorVecEnv
 
-FIELDS = ("run", "step", "episodes", "span", "discount", "p_take", "gap_1", "gap_2", "gap_mid", "gap_door")
+FIELDS = ("run", "step", "episodes", "span", "discount", "p_take", "gap_1", "gap_2", "gap_mid", "gap_door",
+          "value_spread")
 
 
 def value_gaps(values: np.ndarray, held: np.ndarray, span: int, discount: float) -> dict:
@@ -69,7 +72,7 @@ def play(policy, options: dict, episodes: int, discount: float, seed: int = 1234
         obs, reward, done, _ = env.step(np.asarray(action))
     assert done.all(), "every episode ends at its door"
     return {"episodes": episodes, "span": env.span, "discount": discount, "p_take": p_take,
-            **value_gaps(values, take, env.span, discount)}
+            **value_gaps(values, take, env.span, discount), "value_spread": float(values.max() - values.min())}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,7 @@ def test_keydoor_value_reads_runs(tmp_path, capsys, load_tool, tiny_run):
     row = next(csv.DictReader(open(out)))
     assert row["span"] == "3" and row["episodes"] == "16" and 0.0 <= float(row["p_take"]) <= 1.0
     assert all(np.isfinite(float(row[k])) for k in ("gap_1", "gap_2", "gap_mid", "gap_door"))
+    assert float(row["value_spread"]) > 0
     assert "| gap_door |" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="at least 2"):
         tool.main([str(run), "--episodes", "1"])
@@ -53,4 +54,4 @@ def test_a_memoryless_value_has_no_gap_after_the_key_held_frame(tmp_path, load_t
     cfg = load_config(str(run / "config.yaml"))
     r = tool.play(policy_from_checkpoint(load_checkpoint_for(str(run)), cfg), dict(cfg.env.options), 32,
                   cfg.learner.discount)
-    assert r["gap_2"] == r["gap_mid"] == r["gap_door"] == 0.0 and r["gap_1"] != 0.0
+    assert r["gap_2"] == r["gap_mid"] == r["gap_door"] == 0.0 and r["gap_1"] != 0.0 and r["value_spread"] > 0
