@@ -1,5 +1,6 @@
-"""Long-credit recall tasks for ``r2ac bench memory``: a delayed cue (pixels or vectors, optionally with
-distractors) and the copy task as an RL problem. Numpy-vectorised like ``r2ac.envs.memory``.
+"""Long-credit tasks for ``r2ac bench memory``: a delayed cue (pixels or vectors, optionally with
+distractors) and the copy task as an RL problem, which recall, and key to door, a choice paid late.
+Numpy-vectorised like ``r2ac.envs.memory``.
 
 ``cue`` — delayed cue (``num_actions = cues``, chance ``1 / cues``)
     Step 0 shows the cue: one of ``cues`` colours. Steps 1..``span`` show blank frames (or, with
