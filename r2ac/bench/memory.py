@@ -185,9 +185,12 @@ def run_config(base: str, task: str, span: int, method: str, seed: int, run_dir:
     elif steps is not None:
         overrides += [f"total_steps={int(steps)}"]
     overrides += method_overrides(method, episode_steps, cfg.env.num_envs) + list(extra)
-    if method == "feedforward":  # no core, so no core options (the settings' or an override's eLSTM ones)
-        overrides.append("model.core_options={}")
-    return apply_overrides(cfg, overrides)
+    cfg = apply_overrides(cfg, overrides)
+    if method == "feedforward":  # no recurrent core: of the core options (the settings' or an override's), only
+        from r2ac.cores import core_options  # those of the feed-forward core ('none') apply
+
+        cfg.model.core_options = {k: v for k, v in cfg.model.core_options.items() if k in core_options("none")}
+    return cfg
 
 
 def read_success_curve(metrics_csv: str, window: int = 3, window_episodes: int = 0):

@@ -124,17 +124,25 @@ class FELSTMCore(RecurrentCore):
         return y, ({"c": c.detach()} if return_state else None)
 
 
+FEEDFORWARD_ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
+
+
 class FeedForwardCore(RecurrentCore):
-    """``none``: a memory-less baseline, y(t) = relu(W x(t) + b); its state is empty."""
+    """``none``: a memory-less baseline, y(t) = phi(W x(t) + b) with phi = ``activation`` (relu, or tanh as
+    the recurrent cores' outputs); its state is empty."""
 
     name = "none"
 
-    def __init__(self, input_size, hidden_size, learning="tbptt"):
+    def __init__(self, input_size, hidden_size, learning="tbptt", activation="relu"):
         super().__init__(input_size, hidden_size, learning)
+        if activation not in FEEDFORWARD_ACTIVATIONS:
+            raise ValueError(f"core 'none': activation must be one of {sorted(FEEDFORWARD_ACTIVATIONS)}, got "
+                             f"{activation!r} (e.g. model.core_options={{activation: relu}})")
+        self.activation = activation
         self.linear = nn.Linear(input_size, hidden_size)
 
     def hidden_spec(self):
         return {}
 
     def _forward(self, x, state, keep, return_state, sensitivities):
-        return torch.relu(self.linear(x)), ({} if return_state else None)
+        return FEEDFORWARD_ACTIVATIONS[self.activation](self.linear(x)), ({} if return_state else None)

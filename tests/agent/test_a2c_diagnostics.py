@@ -440,6 +440,11 @@ def test_bench_memory_runs_held_out_popgym_tasks_at_their_own_span(tmp_path, cap
     cue = {m: run_config("configs/quickstart.yaml", "cue-pixels", 100, m, 0, str(tmp_path / m)) for m in METHODS}
     assert not cue["tbptt-full"].env.desync and cue["tbptt-full"].learner.unroll_length == 102
     assert all(c.env.desync for m, c in cue.items() if m != "tbptt-full")
+    # the feed-forward method drops the settings' eLSTM options and keeps its own core's from an override
+    assert cue["feedforward"].model.core == "none" and cue["feedforward"].model.core_options == {}
+    ff = run_config("configs/quickstart.yaml", "cue-pixels", 100, "feedforward", 0, str(tmp_path / "ff"),
+                    ["model.core_options.contractive=false", "model.core_options.activation=tanh"])
+    assert ff.model.core_options == {"activation": "tanh"}
     for bad in ("popgym:Nope", "popgym:HigherLowerEasy"):
         with pytest.raises(SystemExit):
             main(["--tasks", bad, "--out", str(out)])

@@ -240,6 +240,22 @@ def test_make_core_errors():
         make_core("elstm", D, N, forget_bias=1.0)
     with pytest.raises(ValueError, match="learning must be"):
         make_core("elstm", D, N, learning="bptt")
+    with pytest.raises(ValueError, match=r"activation must be one of \['relu', 'tanh'\], got 'gelu'"):
+        make_core("none", D, N, activation="gelu")
+
+
+def test_feedforward_core_activation():
+    """The feed-forward baseline (core ``none``) is phi(W x + b): relu by default, tanh on request
+    (``model.core_options={activation: tanh}``; docs/results.md compares them on the watermaze); it carries
+    nothing from one step to the next."""
+    x, reset = _data()[:2]
+    for options, phi in (({}, torch.relu), ({"activation": "tanh"}, torch.tanh), ({"activation": "relu"}, torch.relu)):
+        torch.manual_seed(0)
+        core = make_core("none", D, N, **options)
+        y, state = core(x, core.initial_state(B), reset)
+        assert state == {} and torch.equal(y, phi(core.linear(x)))
+        assert torch.equal(core(x[5:6], {}, reset[5:6])[0], y[5:6])
+    assert not torch.equal(torch.relu(core.linear(x)), torch.tanh(core.linear(x)))
 
 
 
