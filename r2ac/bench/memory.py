@@ -33,6 +33,8 @@ M = 10 by default ``--spans 100,300,1000``):
                          1/3) paid span + 1 steps later at the door; nothing is decided at the door (a credit
                          task for the value, not a recall task for the policy)
     keydoor-vector       the same with one-hot vectors
+    keydoor-noise        key to door with a noise frame on half the steps between the key and the door
+    keydoor-vector-noise the same with one-hot vectors and noise vectors
 
 Held-out tasks, designed elsewhere and never used to choose a setting here: ``popgym:<Name>``, a POPGym task
 by class name (Morad et al. 2023; e.g. ``popgym:RepeatFirstEasy``, ``popgym:CountRecallMedium``), and
@@ -92,6 +94,8 @@ TASKS: Dict[str, tuple] = {
     "copy": ("copy", lambda s: {"span": s, "symbols": 3}, lambda s: s + 6),
     "keydoor": ("keydoor", lambda s: {"span": s, "obs": "pixels"}, lambda s: s + 2),
     "keydoor-vector": ("keydoor", lambda s: {"span": s, "obs": "vector"}, lambda s: s + 2),
+    "keydoor-noise": ("keydoor", lambda s: {"span": s, "obs": "pixels", "distractors": 0.5}, lambda s: s + 2),
+    "keydoor-vector-noise": ("keydoor", lambda s: {"span": s, "obs": "vector", "distractors": 0.5}, lambda s: s + 2),
 }
 METHODS = ("rtrl", "tbptt", "tbptt-full", "feedforward", "a2c")
 RUN_COLUMNS = ["task", "span", "method", "seed", "status", "steps", "wall_s", "steps_per_s", "solved_s",
