@@ -1,7 +1,7 @@
 """Which of a trained agent's core units still do anything? For trained runs of any task (docs/results.md,
 "The feed-forward agent's units").
 
-    python tools/core_units.py RUN_DIR [RUN_DIR ...] [--episodes N] [--seed S] [--out CSV]
+    python tools/core_units.py RUN_DIR [RUN_DIR ...] [--episodes N] [--seed S] [--out CSV] [--untrained]
 
 For each run its newest checkpoint plays ``--episodes`` episodes of its own task (``env.options``) on fresh
 envs with sampled actions (``r2ac eval``'s protocol), and we record the core's output y(t) (what the policy
@@ -12,14 +12,19 @@ and value heads read) at every step. Columns:
   never changes tells the heads nothing (a ReLU unit whose input stays below 0 outputs 0 throughout);
 - ``nonzero``: the mean fraction of units with a non-zero output per step (for ReLU units: active ones);
 - ``all_zero``: the fraction of steps at which every unit outputs 0.
+
+``--untrained`` plays a freshly initialised network of each run's config instead (torch seeded with the run's
+``seed``): the same statistics before training.
 """
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
-from r2ac.api import load
+from r2ac.api import Policy, load
 from r2ac.bench.common import one_torch_thread, parse_played_runs, played_runs_parser, report_table, run_labels
 from r2ac.evaluation import evaluate_policy
 
@@ -52,12 +57,29 @@ def played_outputs(policy, episodes: int, seed: int) -> np.ndarray:
     return torch.cat(outputs).numpy()
 
 
+def untrained_policy(run: str, seed: int) -> Policy:
+    """A :class:`Policy` of ``run``'s config (its ``config.yaml``) with freshly initialised weights."""
+    from r2ac.config import load_config
+    from r2ac.envs import make_vec_env
+    from r2ac.runtime import build_net
+
+    cfg = load_config(os.path.join(run, "config.yaml"))
+    venv = make_vec_env(cfg.env.id, 1, cfg.seed, **dict(cfg.env.options))
+    torch.manual_seed(cfg.seed)
+    net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
+    net.observation_shape = tuple(venv.observation_shape)
+    venv.close()
+    return Policy(net, cfg, seed=seed)
+
+
 def main(argv: list[str] | None = None) -> int:
-    a = parse_played_runs(played_runs_parser(__doc__, episodes=32), argv, "core_units")
+    p = played_runs_parser(__doc__, episodes=32)
+    p.add_argument("--untrained", action="store_true", help="freshly initialised weights of each run's config")
+    a = parse_played_runs(p, argv, "core_units")
     rows = []
     with one_torch_thread():
         for run, label in zip(a.runs, run_labels(a.runs)):
-            policy = load(run, greedy=False, seed=a.seed)
+            policy = untrained_policy(run, a.seed) if a.untrained else load(run, greedy=False, seed=a.seed)
             stats = unit_stats(played_outputs(policy, a.episodes, a.seed))
             core, activation = policy.config.model.core, getattr(policy.net.core, "activation", None)
             rows.append({"run": label, "core": f"{core} ({activation})" if activation else core,

@@ -4,6 +4,7 @@ import csv
 
 import numpy as np
 import pytest
+import torch
 
 
 def test_unit_stats(load_tool):
@@ -38,3 +39,10 @@ def test_core_units_reads_feedforward_runs(tmp_path, capsys, load_tool, tiny_run
     assert row["core"] == f"none ({activation})" and row["units"] == "8" and row["steps"] == "20"
     assert 0.0 < float(row["live"]) <= 1.0
     assert "| live |" in capsys.readouterr().out
+    assert tool.main([str(run), "--episodes", "4", "--out", str(out), "--untrained"]) == 0
+    fresh = next(csv.DictReader(open(out)))
+    assert fresh["core"] == row["core"] and fresh["steps"] == "20"
+    trained = load(str(run)).net.core.linear.weight
+    assert not torch.equal(tool.untrained_policy(str(run), 0).net.core.linear.weight, trained)
+    assert torch.equal(tool.untrained_policy(str(run), 0).net.core.linear.weight,
+                       tool.untrained_policy(str(run), 1).net.core.linear.weight)  # seeded by the run's seed
