@@ -1,7 +1,7 @@
 """Does a key-to-door agent's value carry the key across the span? For runs of ``r2ac bench memory`` on
 ``keydoor`` / ``keydoor-vector`` (docs/results.md, "Key to door").
 
-    python tools/keydoor_value.py RUN_DIR [RUN_DIR ...] [--episodes N] [--seed S] [--out CSV]
+    python tools/keydoor_value.py RUN_DIR [RUN_DIR ...] [--episodes N] [--seed S] [--out CSV] [--every-checkpoint]
 
 For each run its newest checkpoint plays ``--episodes`` fresh episodes side by side, the choice at the key
 forced: half the episodes take the key, half leave it (the next colour). Along the way we record the
@@ -14,6 +14,9 @@ value (the baseline head) at every step and report
   is held; 0 one that has forgotten it (or never knew).
 - ``value_spread``: the largest value minus the smallest over every step of every episode played; 0 is a
   value that does not vary with anything it sees (a network whose hidden units are all inactive).
+
+``--every-checkpoint`` plays each checkpoint a run kept (``checkpoint.interval_s``, ``checkpoint.keep``), oldest
+first, a row each: how the value and the choice moved along training (e.g. around a fall after solving).
 
 An actor-critic whose segments are shorter than the span learns the choice from values bootstrapped ``M``
 steps on: where the gap is 0 after the first segment the choice's advantage holds nothing of the door.
@@ -28,6 +31,7 @@ import numpy as np
 
 from r2ac.api import PolicyState, load_checkpoint_for, policy_from_checkpoint
 from r2ac.bench.common import one_torch_thread, parse_played_runs, played_runs_parser, report_table, run_labels
+from r2ac.checkpoint import list_checkpoints, load_checkpoint
 from r2ac.config import load_config
 from r2ac.envs.recall import KeyDoorVecEnv
 
@@ -76,7 +80,9 @@ def play(policy, options: dict, episodes: int, discount: float, seed: int = 1234
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = parse_played_runs(played_runs_parser(__doc__, episodes=512), argv, "keydoor_value")
+    p = played_runs_parser(__doc__, episodes=512)
+    p.add_argument("--every-checkpoint", action="store_true", help="a row for each checkpoint a run kept")
+    a = parse_played_runs(p, argv, "keydoor_value")
     if a.episodes < 2:
         raise SystemExit("keydoor_value: --episodes must be at least 2 (one takes the key, one leaves it)")
     rows = []
@@ -85,9 +91,14 @@ def main(argv: list[str] | None = None) -> int:
             cfg = load_config(os.path.join(run, "config.yaml"))
             if cfg.env.id != "keydoor":
                 raise SystemExit(f"keydoor_value: {run} is not a key-to-door run (env.id {cfg.env.id!r})")
-            policy = policy_from_checkpoint(load_checkpoint_for(run), cfg)
-            rows.append({"run": label, "step": policy.step,
-                         **play(policy, dict(cfg.env.options), a.episodes, cfg.learner.discount, a.seed)})
+            ckpts = ([load_checkpoint(path) for _, path in list_checkpoints(run)] if a.every_checkpoint
+                     else [load_checkpoint_for(run)])
+            if not ckpts:
+                raise SystemExit(f"keydoor_value: {run} has no checkpoints")
+            for ckpt in ckpts:
+                policy = policy_from_checkpoint(ckpt, cfg)
+                rows.append({"run": label, "step": policy.step,
+                             **play(policy, dict(cfg.env.options), a.episodes, cfg.learner.discount, a.seed)})
     cells = [[f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k in FIELDS] for r in rows]
     report_table(FIELDS, cells, rows, FIELDS, a.out)
     return 0

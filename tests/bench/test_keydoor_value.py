@@ -25,7 +25,7 @@ def test_value_gaps_against_the_exact_gap(load_tool):
 
 def test_keydoor_value_reads_runs(tmp_path, capsys, load_tool, tiny_run):
     tool = load_tool("keydoor_value")
-    run = tiny_run("keydoor", "{span: 3, obs: vector}")
+    run = tiny_run("keydoor", "{span: 3, obs: vector}", "checkpoint.interval_s=0.01", "checkpoint.keep=10")
     out = tmp_path / "kv.csv"
     assert tool.main([str(run), "--episodes", "16", "--out", str(out)]) == 0
     row = next(csv.DictReader(open(out)))
@@ -33,6 +33,10 @@ def test_keydoor_value_reads_runs(tmp_path, capsys, load_tool, tiny_run):
     assert all(np.isfinite(float(row[k])) for k in ("gap_1", "gap_2", "gap_mid", "gap_door"))
     assert float(row["value_spread"]) > 0
     assert "| gap_door |" in capsys.readouterr().out
+    every = tmp_path / "every.csv"
+    assert tool.main([str(run), "--episodes", "4", "--every-checkpoint", "--out", str(every)]) == 0
+    steps = [int(r["step"]) for r in csv.DictReader(open(every))]
+    assert len(steps) >= 2 and steps == sorted(steps) and steps[-1] == int(row["step"])
     with pytest.raises(SystemExit, match="at least 2"):
         tool.main([str(run), "--episodes", "1"])
     other = tmp_path / "cue-run"
