@@ -73,9 +73,8 @@ def untrained_policy(run: str, seed: int) -> Policy:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = played_runs_parser(__doc__, episodes=32)
-    p.add_argument("--untrained", action="store_true", help="freshly initialised weights of each run's config")
-    a = parse_played_runs(p, argv, "core_units")
+    switches = {"--untrained": "freshly initialised weights of each run's config"}
+    a = parse_played_runs(played_runs_parser(__doc__, 32, switches), argv, "core_units")
     rows = []
     with one_torch_thread():
         for run, label in zip(a.runs, run_labels(a.runs)):

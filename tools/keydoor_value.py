@@ -80,9 +80,8 @@ def play(policy, options: dict, episodes: int, discount: float, seed: int = 1234
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = played_runs_parser(__doc__, episodes=512)
-    p.add_argument("--every-checkpoint", action="store_true", help="a row for each checkpoint a run kept")
-    a = parse_played_runs(p, argv, "keydoor_value")
+    switches = {"--every-checkpoint": "a row for each checkpoint a run kept"}
+    a = parse_played_runs(played_runs_parser(__doc__, 512, switches), argv, "keydoor_value")
     if a.episodes < 2:
         raise SystemExit("keydoor_value: --episodes must be at least 2 (one takes the key, one leaves it)")
     rows = []

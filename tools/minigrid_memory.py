@@ -169,9 +169,8 @@ def random_row(env_id: str, episodes: int, seed: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = played_runs_parser(__doc__, episodes=400)
-    p.add_argument("--random", action="store_true", help="add a row for uniform random actions")
-    a = parse_played_runs(p, argv, "minigrid_memory")
+    switches = {"--random": "add a row for uniform random actions"}
+    a = parse_played_runs(played_runs_parser(__doc__, 400, switches), argv, "minigrid_memory")
     rows = []
     with one_torch_thread():
         for run, label in zip(a.runs, run_labels(a.runs)):

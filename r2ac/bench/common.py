@@ -9,7 +9,7 @@ import platform
 import statistics
 import time
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Sequence
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 import torch
 
@@ -89,15 +89,18 @@ def run_labels(runs) -> list:
     return labels
 
 
-def played_runs_parser(doc: str, episodes: int) -> argparse.ArgumentParser:
+def played_runs_parser(doc: str, episodes: int, switches: Optional[Dict[str, str]] = None) -> argparse.ArgumentParser:
     """The command line of a tool that plays trained runs' newest checkpoints on fresh envs (tools/*_memory.py):
-    run directories, ``--episodes`` (default ``episodes``), ``--seed``, ``--out`` (a CSV of the table); the
-    description is the first paragraph of ``doc``. Parse with ``parse_played_runs``."""
+    run directories, ``--episodes`` (default ``episodes``), ``--seed``, ``--out`` (a CSV of the table), and the
+    tool's own on/off ``switches`` (``{"--flag": "help"}``); the description is the first paragraph of ``doc``.
+    Parse with ``parse_played_runs``."""
     p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("runs", nargs="+")
     p.add_argument("--episodes", type=int, default=episodes)
     p.add_argument("--seed", type=int, default=12345)
     p.add_argument("--out", default="", help="also write the table as CSV here")
+    for flag, text in (switches or {}).items():
+        p.add_argument(flag, action="store_true", help=text)
     return p
 
 
