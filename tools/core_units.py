@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from r2ac.api import Policy, load
-from r2ac.bench.common import one_torch_thread, parse_played_runs, played_runs_parser, report_table, run_labels
+from r2ac.bench.common import labelled_runs, parse_played_runs, played_runs_parser, report_table
 from r2ac.evaluation import evaluate_policy
 
 COLUMNS = ("run", "core", "episodes", "steps", "units", "live", "nonzero", "all_zero")
@@ -76,13 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     switches = {"--untrained": "freshly initialised weights of each run's config"}
     a = parse_played_runs(played_runs_parser(__doc__, 32, switches), argv, "core_units")
     rows = []
-    with one_torch_thread():
-        for run, label in zip(a.runs, run_labels(a.runs)):
-            policy = untrained_policy(run, a.seed) if a.untrained else load(run, greedy=False, seed=a.seed)
-            stats = unit_stats(played_outputs(policy, a.episodes, a.seed))
-            core, activation = policy.config.model.core, getattr(policy.net.core, "activation", None)
-            rows.append({"run": label, "core": f"{core} ({activation})" if activation else core,
-                         "episodes": a.episodes, **stats})
+    for run, label in labelled_runs(a.runs):
+        policy = untrained_policy(run, a.seed) if a.untrained else load(run, greedy=False, seed=a.seed)
+        stats = unit_stats(played_outputs(policy, a.episodes, a.seed))
+        core, activation = policy.config.model.core, getattr(policy.net.core, "activation", None)
+        rows.append({"run": label, "core": f"{core} ({activation})" if activation else core,
+                     "episodes": a.episodes, **stats})
     report_table(["run", "core", "units", "live", "non-zero per step", "steps with every unit 0"],
                  [[r["run"], r["core"], str(r["units"]), f"{r['live']:.3f}", f"{r['nonzero']:.3f}",
                    f"{r['all_zero']:.3f}"] for r in rows], rows, COLUMNS, a.out)

@@ -22,7 +22,7 @@ import argparse
 import numpy as np
 
 from r2ac.api import _config_of, load_checkpoint_for, policy_from_checkpoint
-from r2ac.bench.common import one_torch_thread, report_table, run_labels
+from r2ac.bench.common import labelled_runs, report_table
 from r2ac.config import apply_overrides
 from r2ac.envs import make_vec_env
 
@@ -70,15 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.envs < 1 or a.episodes < 2:
         raise SystemExit("episode_chain: --envs must be >= 1 and --episodes >= 2")
     rows = []
-    with one_torch_thread():
-        for run, label in zip(a.runs, run_labels(a.runs)):
-            ckpt = load_checkpoint_for(run)
-            cfg = _config_of(ckpt, run)
-            if a.set:
-                cfg = apply_overrides(cfg, a.set)
-            policy = policy_from_checkpoint(ckpt, cfg, seed=a.seed)
-            returns = episode_returns(policy, cfg.env.id, dict(cfg.env.options), a.envs, a.episodes, a.seed)
-            rows.append({"run": label, **chain_row(returns)})
+    for run, label in labelled_runs(a.runs):
+        ckpt = load_checkpoint_for(run)
+        cfg = _config_of(ckpt, run)
+        if a.set:
+            cfg = apply_overrides(cfg, a.set)
+        policy = policy_from_checkpoint(ckpt, cfg, seed=a.seed)
+        returns = episode_returns(policy, cfg.env.id, dict(cfg.env.options), a.envs, a.episodes, a.seed)
+        rows.append({"run": label, **chain_row(returns)})
     report_table(["run", "first episode", "later episodes", "after a paid episode", "after an unpaid one (episodes)"],
                  [[r["run"], f"{r['first']:.2f}", f"{r['later']:.2f}", f"{r['after_paid']:.2f}",
                    f"{r['after_unpaid']:.2f} ({r['n_after_unpaid']})"] for r in rows], rows, COLUMNS, a.out)

@@ -30,7 +30,7 @@ import sys
 import numpy as np
 
 from r2ac.api import PolicyState, load_checkpoint_for, policy_from_checkpoint
-from r2ac.bench.common import one_torch_thread, parse_played_runs, played_runs_parser, report_table, run_labels
+from r2ac.bench.common import labelled_runs, parse_played_runs, played_runs_parser, report_table
 from r2ac.checkpoint import list_checkpoints, load_checkpoint
 from r2ac.config import load_config
 from r2ac.envs.recall import KeyDoorVecEnv
@@ -85,19 +85,18 @@ def main(argv: list[str] | None = None) -> int:
     if a.episodes < 2:
         raise SystemExit("keydoor_value: --episodes must be at least 2 (one takes the key, one leaves it)")
     rows = []
-    with one_torch_thread():
-        for run, label in zip(a.runs, run_labels(a.runs)):
-            cfg = load_config(os.path.join(run, "config.yaml"))
-            if cfg.env.id != "keydoor":
-                raise SystemExit(f"keydoor_value: {run} is not a key-to-door run (env.id {cfg.env.id!r})")
-            ckpts = ([load_checkpoint(path) for _, path in list_checkpoints(run)] if a.every_checkpoint
-                     else [load_checkpoint_for(run)])
-            if not ckpts:
-                raise SystemExit(f"keydoor_value: {run} has no checkpoints")
-            for ckpt in ckpts:
-                policy = policy_from_checkpoint(ckpt, cfg)
-                rows.append({"run": label, "step": policy.step,
-                             **play(policy, dict(cfg.env.options), a.episodes, cfg.learner.discount, a.seed)})
+    for run, label in labelled_runs(a.runs):
+        cfg = load_config(os.path.join(run, "config.yaml"))
+        if cfg.env.id != "keydoor":
+            raise SystemExit(f"keydoor_value: {run} is not a key-to-door run (env.id {cfg.env.id!r})")
+        ckpts = ([load_checkpoint(path) for _, path in list_checkpoints(run)] if a.every_checkpoint
+                 else [load_checkpoint_for(run)])
+        if not ckpts:
+            raise SystemExit(f"keydoor_value: {run} has no checkpoints")
+        for ckpt in ckpts:
+            policy = policy_from_checkpoint(ckpt, cfg)
+            rows.append({"run": label, "step": policy.step,
+                         **play(policy, dict(cfg.env.options), a.episodes, cfg.learner.discount, a.seed)})
     cells = [[f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k in FIELDS] for r in rows]
     report_table(FIELDS, cells, rows, FIELDS, a.out)
     return 0

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from r2ac.api import load
-from r2ac.bench.common import one_torch_thread, parse_played_runs, played_runs_parser, report_table, run_labels
+from r2ac.bench.common import labelled_runs, parse_played_runs, played_runs_parser, report_table
 from r2ac.envs import make_vec_env
 
 COLUMNS = ("run", "episodes", "cue_seen", "reached_end", "right_if_seen", "right_if_not_seen", "right",
@@ -172,12 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     switches = {"--random": "add a row for uniform random actions"}
     a = parse_played_runs(played_runs_parser(__doc__, 400, switches), argv, "minigrid_memory")
     rows = []
-    with one_torch_thread():
-        for run, label in zip(a.runs, run_labels(a.runs)):
-            rows.append({"run": label, **policy_row(run, a.episodes, a.seed)})
-        if a.random:
-            env_id = load(a.runs[0]).config.env.id
-            rows.append({"run": f"random actions ({env_id})", **random_row(env_id, a.episodes, a.seed)})
+    for run, label in labelled_runs(a.runs):
+        rows.append({"run": label, **policy_row(run, a.episodes, a.seed)})
+    if a.random:
+        env_id = load(a.runs[0]).config.env.id
+        rows.append({"run": f"random actions ({env_id})", **random_row(env_id, a.episodes, a.seed)})
     pct = lambda x: "-" if x != x else f"{x:.2f}"  # noqa: E731
     report_table(["run", "episodes", "cue seen", "reached an object", "right if seen", "right if not seen",
                   "right", "mean length", "cue in state if seen", "cue in state if not seen", "keep-gate drive",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from r2ac.api import load
-from r2ac.bench.common import one_torch_thread, parse_played_runs, played_runs_parser, report_table, run_labels
+from r2ac.bench.common import labelled_runs, parse_played_runs, played_runs_parser, report_table
 from r2ac.evaluation import evaluate_policy
 
 COLUMNS = ("run", "episodes", "goals_found", "steps_to_first_goal", "mean_steps_to_goal_after_first",
@@ -41,13 +41,12 @@ def memory_row(policy, episodes: int, seed: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     a = parse_played_runs(played_runs_parser(__doc__, episodes=320), argv, "watermaze_memory")
     rows = []
-    with one_torch_thread():
-        for run, label in zip(a.runs, run_labels(a.runs)):
-            policy = load(run, greedy=False, seed=a.seed)
-            if policy.config.env.id != "watermaze":
-                raise SystemExit(f"watermaze_memory: {run} is a run of env {policy.config.env.id!r}, "
-                                 "not of the watermaze")
-            rows.append({"run": label, **memory_row(policy, a.episodes, a.seed)})
+    for run, label in labelled_runs(a.runs):
+        policy = load(run, greedy=False, seed=a.seed)
+        if policy.config.env.id != "watermaze":
+            raise SystemExit(f"watermaze_memory: {run} is a run of env {policy.config.env.id!r}, "
+                             "not of the watermaze")
+        rows.append({"run": label, **memory_row(policy, a.episodes, a.seed)})
     report_table(["run", "goals per episode", "steps to the first goal", "steps back to it after", "after / first"],
                  [[r["run"], f"{r['goals_found']:.2f}", f"{r['steps_to_first_goal']:.1f}",
                    f"{r['mean_steps_to_goal_after_first']:.1f}", f"{r['after_over_first']:.2f}"] for r in rows],

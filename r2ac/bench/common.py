@@ -89,6 +89,13 @@ def run_labels(runs) -> list:
     return labels
 
 
+def labelled_runs(runs) -> Iterator[tuple]:
+    """``(run, label)`` for each of ``runs`` (labels: ``run_labels``), torch on one thread while the caller's
+    loop body runs (``one_torch_thread``): the loop of the tools that play trained runs."""
+    with one_torch_thread():
+        yield from zip(runs, run_labels(runs))
+
+
 def played_runs_parser(doc: str, episodes: int, switches: Optional[Dict[str, str]] = None) -> argparse.ArgumentParser:
     """The command line of a tool that plays trained runs' newest checkpoints on fresh envs (tools/*_memory.py):
     run directories, ``--episodes`` (default ``episodes``), ``--seed``, ``--out`` (a CSV of the table), and the

@@ -37,3 +37,16 @@ def test_watermaze_memory_labels_runs_that_share_a_name():
     assert labels(["a/runs/wm-s0", "a/runs/wm-s1"]) == ["wm-s0", "wm-s1"]
     assert labels(["a/runs/wm-s0", "b/runs/wm-s0/", "c/wm-s1"]) == ["a/wm-s0", "b/wm-s0", "wm-s1"]
     assert labels(["x/wm", "y/wm"]) == ["x/wm", "y/wm"]
+
+
+def test_labelled_runs_hold_one_torch_thread_while_the_loop_runs():
+    import torch
+
+    from r2ac.bench.common import labelled_runs
+
+    before = torch.get_num_threads()
+    seen = []
+    for run, label in labelled_runs(["a/runs/wm-s0", "b/runs/wm-s0"]):
+        seen.append((run, label, torch.get_num_threads()))
+    assert seen == [("a/runs/wm-s0", "a/wm-s0", 1), ("b/runs/wm-s0", "b/wm-s0", 1)]
+    assert torch.get_num_threads() == before
