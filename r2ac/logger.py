@@ -213,6 +213,8 @@ class RunLogger:
         config_dict: the resolved config as a plain dict (sent to W&B).
         run_name: display name (W&B run name).
         resume_step: the step of the checkpoint being resumed from, or ``None`` for a fresh run.
+        csv_name: the CSV file's name in ``run_dir`` (``metrics.csv``; ``updates.csv`` for the learner's
+            per-update log, ``logger.update_log``).
     """
 
     def __init__(
@@ -224,6 +226,7 @@ class RunLogger:
         *,
         resume_step: int | None = None,
         frames_per_step: float = 1.0,
+        csv_name: str = "metrics.csv",
     ):
         self.run_dir = os.fspath(run_dir)
         self.frames_per_step = float(frames_per_step)
@@ -231,7 +234,7 @@ class RunLogger:
         os.makedirs(self.run_dir, exist_ok=True)
         self.run_name = run_name
         self.resume_step = resume_step
-        self.csv_path = os.path.join(self.run_dir, "metrics.csv")
+        self.csv_path = os.path.join(self.run_dir, csv_name)
         self._closed = False
         self._warned_keys: set[str] = set()
         self._start = time.time()
@@ -254,10 +257,11 @@ class RunLogger:
         path = self.csv_path
         if os.path.exists(path) and os.path.getsize(path) > 0:
             if self.resume_step is None:
+                stem = os.path.splitext(os.path.basename(path))[0]
                 k = 1
-                while os.path.exists(os.path.join(self.run_dir, f"metrics.{k}.csv")):
+                while os.path.exists(os.path.join(self.run_dir, f"{stem}.{k}.csv")):
                     k += 1
-                aside = os.path.join(self.run_dir, f"metrics.{k}.csv")
+                aside = os.path.join(self.run_dir, f"{stem}.{k}.csv")
                 os.replace(path, aside)
                 _warn(f"{path} exists from an earlier run; moved it to {aside} (this is a fresh "
                       "run: pass resume_step to continue the old file)")

@@ -21,7 +21,8 @@ from torch import Tensor
 
 from r2ac.agent.distributions import categorical_log_prob
 from r2ac.agent.learner import Learner
-from r2ac.agent.losses import categorical_entropy_bonus, centred_logit_penalty, episode_end_stats, step_rewards
+from r2ac.agent.losses import (batch_extremes, categorical_entropy_bonus, centred_logit_penalty, episode_end_stats,
+                               step_rewards)
 from r2ac.agent.losses import normalize_advantages as normalize
 
 
@@ -50,10 +51,12 @@ def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: flo
              baseline_cost: float = 0.5, entropy_cost: float = 0.01, reward_clip: float = 1.0,
              normalize_advantages: bool = False, entropy_floor: float = 0.0,
              logit_penalty: float = 0.0, logit_margin: float = 0.0,
-             truncation_bootstrap: bool = False, lam: float = 1.0) -> Tuple[Tensor, Dict[str, float]]:
+             truncation_bootstrap: bool = False, lam: float = 1.0, extremes: bool = False
+             ) -> Tuple[Tensor, Dict[str, float]]:
     """The A2C loss above on one batch of M+1-step trajectories (means over time and batch); rewards as in
     the IMPALA loss (``step_rewards``: clipped, time-limit cuts bootstrapped); ``lam`` < 1: lambda-returns
-    (``learner.vtrace_lambda``; on-policy V-trace with that lambda gives the same value targets)."""
+    (``learner.vtrace_lambda``; on-policy V-trace with that lambda gives the same value targets);
+    ``extremes``: the stats add ``batch_extremes``."""
     values = outputs["baseline"][:-1]
     logits = outputs["policy_logits"][:-1]
     rewards = step_rewards(batch, values.dtype, discount, reward_clip, truncation_bootstrap)
@@ -72,6 +75,8 @@ def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: flo
              "pg_loss": pg_loss.item(), "baseline_loss": v_loss.item(), "entropy": h.mean().item(),
              "logit_spread": z_pen.mean().item(), "mean_value": values.mean().item(),
              "mean_abs_advantage": adv.abs().mean().item()}
+    if extremes:
+        stats.update(batch_extremes(batch["done"][1:], values, returns, adv, logits))
     return loss, stats
 
 
@@ -86,4 +91,5 @@ class A2CLearner(Learner):
                         entropy_cost=self.entropy_weight(), reward_clip=self.cfg.reward_clip,
                         normalize_advantages=self.cfg.normalize_advantages, entropy_floor=self.cfg.entropy_floor,
                         logit_penalty=self.logit_penalty_weight(), logit_margin=self.cfg.logit_margin,
-                        truncation_bootstrap=self.cfg.truncation_bootstrap, lam=self.cfg.vtrace_lambda)
+                        truncation_bootstrap=self.cfg.truncation_bootstrap, lam=self.cfg.vtrace_lambda,
+                        extremes=self.detail)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import torch
 
@@ -69,6 +69,18 @@ def gradient_diagnostics(recurrent, corrections: Dict, initial_state: Dict, sens
     return {"carry_grad_norm": math.sqrt(carry), "segment_grad_norm": math.sqrt(inside), "sensitivity_rms": rms}
 
 
+def parameter_norms(net: torch.nn.Module, prefix: str, of: Callable) -> Dict[str, float]:
+    """``{prefix/name: |of(p)|}`` for each trainable parameter ``name`` of ``net`` (``of`` gives the tensor
+    to measure, e.g. its gradient; None is skipped): the per-update log's gradient and step norms."""
+    out = {}
+    for name, p in net.named_parameters():
+        if p.requires_grad:
+            t = of(p)
+            if t is not None:
+                out[f"{prefix}/{name}"] = float(torch.linalg.vector_norm(t))
+    return out
+
+
 class Learner:
     def __init__(self, net: AgentNet, cfg, total_steps: int, device="cpu"):
         """``cfg``: the ``learner`` config section (batch_size, unroll_length, discount, costs, RMSProp)."""
@@ -94,6 +106,9 @@ class Learner:
         self.max_abs_reward = 0.0
         # learner.kl_target: the factor on the learning rate that keeps each update's KL near the target
         self.lr_scale = 1.0
+        # logger.update_log: each update's stats add per-parameter gradient and step norms and the batch's
+        # extremes (set by the session)
+        self.detail = False
 
     def entropy_weight(self) -> float:
         """The entropy bonus's weight in this update: ``entropy_cost``, capped at ``entropy_cap`` times the
@@ -137,7 +152,7 @@ class Learner:
                            entropy_floor=self.cfg.entropy_floor, logit_penalty=self.logit_penalty_weight(),
                            logit_margin=self.cfg.logit_margin, normalize_pg_advantages=self.cfg.normalize_advantages,
                            targets=targets, clip=self.cfg.clip if targets is not None else 0.0,
-                           **self._vtrace_options())
+                           extremes=self.detail, **self._vtrace_options())
 
     def update(self, batch: Dict) -> Dict[str, float]:
         """One learner step on a batch of B trajectories (M + 1 frames each)."""
@@ -163,6 +178,9 @@ class Learner:
         stats.update(gradient_diagnostics(self.recurrent, carried.corrections, batch["initial_state"],
                                           self.net.core.sensitivity_keys))
         params = self.net.trainable_parameters()
+        if self.detail:
+            stats.update(parameter_norms(self.net, "grad_norm", lambda p: p.grad))
+            before = [p.detach().clone() for p in params]
         clip = self.cfg.grad_norm_clip if self.cfg.grad_norm_clip > 0 else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
         stats["grad_norm"] = float(grad_norm)
@@ -177,6 +195,9 @@ class Learner:
             group["lr"] = lr * self.lr_scale
         self.optimizer.step()
         self.net.core.project_()
+        if self.detail:
+            moved = {id(p): b for p, b in zip(params, before)}
+            stats.update(parameter_norms(self.net, "step_norm", lambda p: p.detach() - moved[id(p)]))
         if self.cfg.epochs > 1:
             stats.update(self._more_passes(inputs, batch, outputs, lr))
         if self.cfg.kl_target > 0 or self.cfg.log_update_kl:

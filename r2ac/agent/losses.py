@@ -92,6 +92,25 @@ def episode_end_stats(ends: Tensor, values: Tensor, targets: Tensor, advantages:
                 "end_abs_advantage": advantages[m].abs().mean().item(), "end_entropy": ent[m].mean().item()}
 
 
+def batch_extremes(ends: Tensor, values: Tensor, targets: Tensor, advantages: Tensor, logits: Tensor
+                   ) -> dict[str, float]:
+    """The batch's extremes, for the per-update log (``logger.update_log``): V(x_t)'s min and max (and at the
+    steps with ``ends[t]``, the episodes' last steps), the largest |v_t - V(x_t)| and whether it lies at an
+    episode's last step, the largest |A_t| and the largest centred logit |z - mean z|. [T, B] inputs,
+    ``logits`` [T, B, A]."""
+    with torch.no_grad():
+        err = (targets - values).abs()
+        worst = int(err.flatten().argmax())
+        m = ends.to(torch.bool)
+        out = {"value_min": values.min().item(), "value_max": values.max().item(),
+               "value_error_max": err.max().item(), "value_error_max_at_end": float(m.flatten()[worst]),
+               "abs_advantage_max": advantages.abs().max().item(),
+               "centred_logit_max": (logits - logits.mean(-1, keepdim=True)).abs().max().item()}
+        if bool(m.any()):
+            out.update(end_value_min=values[m].min().item(), end_value_max=values[m].max().item())
+        return out
+
+
 def _require(mapping: Mapping[str, Tensor], keys: tuple[str, ...], what: str) -> None:
     missing = [k for k in keys if k not in mapping]
     if missing:
@@ -219,6 +238,7 @@ def impala_loss(
     truncation_bootstrap: bool = False,
     targets: VTraceReturns | None = None,
     clip: float = 0.0,
+    extremes: bool = False,
 ) -> tuple[Tensor, dict[str, float]]:
     """IMPALA loss on one batch of M+1-step trajectories (torchbeast monobeast layout).
 
@@ -250,7 +270,8 @@ def impala_loss(
     python floats: total_loss, pg_loss, baseline_loss, entropy_loss, entropy (mean per step), logit_spread
     (the mean per step of ``centred_logit_penalty``, logged whether or not it is in the loss),
     mean_value (mean V(x_t) over the T steps), mean_abs_advantage (mean |A^pg|) and mean_rho
-    (mean of the unclipped importance weights pi(a|x) / mu(a|x), a policy-lag gauge).
+    (mean of the unclipped importance weights pi(a|x) / mu(a|x), a policy-lag gauge); with ``extremes``
+    also ``batch_extremes`` and the importance weights' min and max (rho_min, rho_max).
     """
     _require(learner_outputs, ("policy_logits", "baseline"), "learner_outputs")
     _require(batch, ("reward", "done", "action", "policy_logits"), "batch")
@@ -312,6 +333,11 @@ def impala_loss(
         "mean_abs_advantage": vtrace_returns.pg_advantages.abs().mean().item(),
         "mean_rho": vtrace_returns.log_rhos.exp().mean().item(),
     }
+    if extremes:
+        stats.update(batch_extremes(batch["done"][1:], values, vtrace_returns.vs, vtrace_returns.pg_advantages,
+                                    target_logits),
+                     rho_min=vtrace_returns.log_rhos.min().exp().item(),
+                     rho_max=vtrace_returns.log_rhos.max().exp().item())
     return total_loss, stats
 
 

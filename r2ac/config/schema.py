@@ -261,6 +261,10 @@ class LoggerConfig:
     wandb_mode: Literal["auto", "online", "offline"] = _f("auto", "'auto': online iff an API key is set")
     log_interval_s: float = _f(5.0, "seconds between metric rows", gt=0.0)
     progress_bar: bool = _f(True, "show a progress bar when stdout is a terminal")
+    update_log: bool = _f(False, "also write every learner update's statistics to <run_dir>/updates.csv, with "
+                                 "per-parameter gradient and step norms and the batch's extremes (values, value "
+                                 "errors, advantages, importance weights, logits): for finding what one update did; "
+                                 "a row per update (algo impala and a2c)")
 
 
 @dataclass
@@ -591,6 +595,9 @@ def _check_cross(cfg: Config, errors: list[str]) -> None:
             f"learner.grad_spike_factor: {cfg.learner.grad_spike_factor} would skip ordinary updates; use a "
             "factor well above 1 (e.g. 100) or 0 to turn the check off"
         )
+    if cfg.algo == "ppo" and cfg.logger.update_log:
+        errors.append("logger.update_log: the per-update log is written by the IMPALA and A2C learners; with "
+                      "algo=ppo read metrics.csv (logger.log_interval_s sets its rows) or use algo=impala")
     if cfg.algo == "ppo":
         samples = cfg.env.num_envs * cfg.ppo.rollout_length
         if cfg.ppo.minibatches > samples:

@@ -26,6 +26,7 @@ from r2ac.agent.stem_io import StemFileError, load_pretrained_stem
 from r2ac.agent.trajectory import Batcher, nbytes, num_columns, validate
 from r2ac.config import Config, ConfigError
 from r2ac.envs import make_vec_env
+from r2ac.logger import RunLogger
 from r2ac.runtime.session import RunAborted, RunSession, env_seed, resolve_device
 
 # Counters every run keeps (checkpointed; restored on resume).
@@ -148,6 +149,12 @@ class TrainingSession(RunSession):
         every = cfg.eval.interval_steps
         self._next_eval = (self.counters["step"] // every + 1) * every if every > 0 else None
         self.last_eval: Optional[Dict] = None
+        # logger.update_log: a row per learner update in <run_dir>/updates.csv
+        self.update_logger: Optional[RunLogger] = None
+        if cfg.logger.update_log:
+            self.learner.detail = True
+            self.update_logger = RunLogger(self.run_dir, {"tensorboard": False, "wandb": False}, csv_name="updates.csv",
+                                           resume_step=self.counters["step"] if self.resumed else None)
         if lr_note:
             self.event(lr_note)
 
@@ -182,6 +189,9 @@ class TrainingSession(RunSession):
                 self.stats["learner_sensitivities_frac"] = carried
             self.stats.update(self.stats_extra)
             self.stats_extra = {}
+            if self.update_logger is not None:
+                self.update_logger.log(self.counters["step"], {"update": self.learner.updates,
+                                                               "learner_steps": self.learner.steps, **self.stats})
             for k, v in self.stats.items():
                 acc = self._stat_sums.setdefault(k, [0.0, 0])
                 acc[0] += v
@@ -357,6 +367,11 @@ class TrainingSession(RunSession):
 
     def curve_title(self) -> str:
         return f"{super().curve_title()}, M={self.M}"
+
+    def close(self) -> None:
+        super().close()
+        if self.update_logger is not None:
+            self.update_logger.close()
 
     def summary_fields(self, elapsed: float) -> Dict:
         c = self.counters
