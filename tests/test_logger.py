@@ -364,3 +364,11 @@ def test_one_row_run_plots_a_visible_point(tmp_path):
     img = matplotlib.image.imread(png)[..., :3]
     blue = (img[..., 2] > 0.5) & (img[..., 0] < 0.3)  # matplotlib's first colour (#1f77b4)
     assert blue.sum() > 20  # the marker is drawn (a one-point line alone leaves no pixels)
+
+
+def test_another_csv_name_moves_its_own_file_aside(tmp_path):
+    with RunLogger(tmp_path, NO_BACKENDS, {}, "r", csv_name="updates.csv") as lg:
+        lg.log(1, {"a": 1})
+    with pytest.warns(RuntimeWarning, match="updates.1.csv"):
+        RunLogger(tmp_path, NO_BACKENDS, {}, "r", csv_name="updates.csv").close()
+    assert rows_of(tmp_path / "updates.1.csv")[1][0] == "1" and not os.path.exists(tmp_path / "metrics.csv")

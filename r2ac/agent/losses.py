@@ -95,15 +95,15 @@ def episode_end_stats(ends: Tensor, values: Tensor, targets: Tensor, advantages:
 def batch_extremes(ends: Tensor, values: Tensor, targets: Tensor, advantages: Tensor, logits: Tensor
                    ) -> dict[str, float]:
     """The batch's extremes, for the per-update log (``logger.update_log``): V(x_t)'s min and max (and at the
-    steps with ``ends[t]``, the episodes' last steps), the largest |v_t - V(x_t)| and whether it lies at an
-    episode's last step, the largest |A_t| and the largest centred logit |z - mean z|. [T, B] inputs,
-    ``logits`` [T, B, A]."""
+    steps with ``ends[t]``, the episodes' last steps), the mean of v_t - V(x_t) with its sign (which way the
+    targets pull the values), the largest |v_t - V(x_t)| and whether it lies at an episode's last step, the
+    largest |A_t| and the largest centred logit |z - mean z|. [T, B] inputs, ``logits`` [T, B, A]."""
     with torch.no_grad():
         err = (targets - values).abs()
         worst = int(err.flatten().argmax())
         m = ends.to(torch.bool)
         out = {"value_min": values.min().item(), "value_max": values.max().item(),
-               "value_error_max": err.max().item(), "value_error_max_at_end": float(m.flatten()[worst]),
+               "value_error_mean": (targets - values).mean().item(), "value_error_max": err.max().item(), "value_error_max_at_end": float(m.flatten()[worst]),
                "abs_advantage_max": advantages.abs().max().item(),
                "centred_logit_max": (logits - logits.mean(-1, keepdim=True)).abs().max().item()}
         if bool(m.any()):

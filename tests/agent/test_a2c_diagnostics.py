@@ -698,3 +698,46 @@ def test_logit_penalty_unlearns_a_certain_wrong_answer():
     assert train(0.0) < 1e-5
     assert train(1e-3) > 0.99
     assert train(1e-3, margin=2.0) > 0.99  # pulled to within the margin, where the policy gradient acts
+
+
+def test_batch_extremes_name_the_worst_step():
+    from r2ac.agent.losses import batch_extremes
+
+    values = torch.tensor([[0.1, -2.0], [0.5, 0.3]])
+    targets = torch.tensor([[0.0, 1.0], [0.5, 0.3]])  # the worst error, 3.0, at (0, 1)
+    ends = torch.tensor([[False, True], [True, False]])
+    logits = torch.tensor([[[1.0, -1.0], [0.0, 0.0]], [[3.0, 1.0], [0.0, 0.5]]])
+    out = batch_extremes(ends, values, targets, targets - values, logits)
+    assert out["value_min"] == pytest.approx(-2.0) and out["value_max"] == pytest.approx(0.5)
+    assert out["value_error_max"] == pytest.approx(3.0) and out["value_error_max_at_end"] == 1.0
+    assert out["value_error_mean"] == pytest.approx((-0.1 + 3.0) / 4)
+    assert out["abs_advantage_max"] == pytest.approx(3.0) and out["centred_logit_max"] == pytest.approx(1.0)
+    assert out["end_value_min"] == pytest.approx(-2.0) and out["end_value_max"] == pytest.approx(0.5)
+    out = batch_extremes(torch.zeros(2, 2, dtype=torch.bool), values, values + 0.25, values, logits)
+    assert out["value_error_max_at_end"] == 0.0 and "end_value_min" not in out
+
+
+@pytest.mark.parametrize("cls", [Learner, A2CLearner])
+def test_learner_detail_reports_each_parameters_gradient_and_step(cls):
+    """logger.update_log sets ``Learner.detail``: the stats add each parameter's pre-clip gradient norm
+    (their root sum of squares is the logged grad_norm), how far the update moved it, and the batch's
+    extremes; without it none of them."""
+    net, trajs = _batch(dtype=torch.float64)
+    batch = concat(trajs)
+    plain = cls(copy.deepcopy(net), load_config(None).learner, 10**6).update(batch)
+    assert not any(k.startswith(("grad_norm/", "step_norm/")) for k in plain) and "value_max" not in plain
+    learner = cls(copy.deepcopy(net), load_config(None, ["learner.grad_norm_clip=1e-3"]).learner, 10**6)
+    learner.detail = True
+    before = {n: p.detach().clone() for n, p in learner.net.named_parameters() if p.requires_grad}
+    stats = learner.update(batch)
+    names = sorted(before)
+    assert sorted(k[len("grad_norm/"):] for k in stats if k.startswith("grad_norm/")) == names
+    total = math.sqrt(sum(stats[f"grad_norm/{n}"] ** 2 for n in names))
+    assert total == pytest.approx(stats["grad_norm"], rel=1e-9) and total > 1e-3  # pre-clip, as grad_norm
+    for n, p in learner.net.named_parameters():
+        if n in before:
+            assert stats[f"step_norm/{n}"] == pytest.approx(float((p.detach() - before[n]).norm()), abs=1e-12)
+    assert any(stats[f"step_norm/{n}"] > 0 for n in names)
+    assert stats["value_min"] <= stats["mean_value"] <= stats["value_max"] and stats["value_error_max"] >= 0
+    if cls is Learner:
+        assert 0 < stats["rho_min"] <= stats["mean_rho"] <= stats["rho_max"]

@@ -830,3 +830,27 @@ def test_actor_reports_the_value_of_the_final_observation_at_time_limits():
     tm, tvenv = _net()
     assert "truncation_value" not in Actor(tm, tvenv, M, seed=0, truncation_values=True).rollout()
     assert "truncation_value" not in Actor(copy.deepcopy(net), venv, 20, seed=1).rollout()  # off by default
+
+
+def test_update_log_writes_a_row_per_update_and_resumes(tmp_path):
+    """logger.update_log: <run_dir>/updates.csv has one row per learner update (its number, the batch's
+    extremes, each parameter's gradient and step norms); a resumed run drops the rows after its checkpoint
+    and goes on counting; algo=ppo says the log is not written there."""
+    from r2ac.checkpoint import load_latest_checkpoint
+    from r2ac.logger import read_metrics
+    from r2ac.runtime.local import train
+
+    train(_cfg(tmp_path, "logger.update_log=true", "total_steps=2000"))
+    header, rows = read_metrics(tmp_path / "updates.csv")
+    assert {"update", "value_error_max", "grad_norm/core.w_f", "step_norm/baseline.weight"} <= set(header)
+    updates = [int(float(r["update"])) for r in rows]
+    ck = load_latest_checkpoint(str(tmp_path))
+    assert updates == list(range(1, ck["extra"]["learner"]["updates"] + 1))
+    train(_cfg(tmp_path, "logger.update_log=true", "total_steps=4000"), resume=True)
+    _, rows = read_metrics(tmp_path / "updates.csv")
+    updates = [int(float(r["update"])) for r in rows]
+    assert updates == list(range(1, load_latest_checkpoint(str(tmp_path))["extra"]["learner"]["updates"] + 1))
+    train(_cfg(tmp_path / "plain", "total_steps=1000"))
+    assert not os.path.exists(tmp_path / "plain" / "updates.csv")
+    with pytest.raises(ConfigError, match="logger.update_log"):
+        _cfg(tmp_path, "algo=ppo", "logger.update_log=true")
