@@ -103,7 +103,8 @@ def batch_extremes(ends: Tensor, values: Tensor, targets: Tensor, advantages: Te
         worst = int(err.flatten().argmax())
         m = ends.to(torch.bool)
         out = {"value_min": values.min().item(), "value_max": values.max().item(),
-               "value_error_mean": (targets - values).mean().item(), "value_error_max": err.max().item(), "value_error_max_at_end": float(m.flatten()[worst]),
+               "value_error_mean": (targets - values).mean().item(), "value_error_max": err.max().item(),
+               "value_error_max_at_end": float(m.flatten()[worst]),
                "abs_advantage_max": advantages.abs().max().item(),
                "centred_logit_max": (logits - logits.mean(-1, keepdim=True)).abs().max().item()}
         if bool(m.any()):

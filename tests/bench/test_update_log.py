@@ -1,0 +1,80 @@
+"""tools/update_log.py: spikes, events and drifts of the per-update log, on a synthetic log and a real run."""
+
+import csv
+
+import numpy as np
+import pytest
+
+
+def _write_log(path, grad_norm, mean_value):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "wall_time", "update", "grad_norm", "mean_value", "value_min", "value_max",
+                    "value_error_max", "grad_norm/core.b_z", "grad_norm/baseline.bias"])
+        for i, (g, v) in enumerate(zip(grad_norm, mean_value)):
+            w.writerow([320 * (i + 1), 0.0, i + 1, g, v, v - 0.5, v + 0.5, 0.1, 0.6 * g, 0.8 * g])
+
+
+def test_spike_events_merge_close_spikes_and_wait_for_a_window(load_tool):
+    tool = load_tool("update_log")
+    g = np.ones(40)
+    g[[2, 15, 17, 30]] = 100.0  # 2 falls before the window is full; 15 and 17 are one event; 30 another
+    assert tool.spike_events(g, 20.0, 5, 3) == [[15, 17], [30]]
+    assert tool.spike_events(g, 200.0, 5, 3) == []
+
+
+def test_drift_start_follows_the_run_of_same_signed_moves(load_tool):
+    tool = load_tool("update_log")
+    v = np.array([0.0, 1.0, 0.5, 0.4, 0.2, -1.0, -3.0])
+    assert tool.drift_start(v, 6) == 1  # falling from index 1 on
+    assert tool.drift_start(v, 1) == 0 and tool.drift_start(v, 0) == 0
+
+
+def test_events_table_and_window_from_a_log(tmp_path, capsys, load_tool):
+    tool = load_tool("update_log")
+    n = 300
+    g = np.full(n, 0.2)
+    v = np.full(n, 0.5)
+    v[200:230] = 0.5 - 0.1 * np.arange(1, 31)   # a drift of 30 updates ...
+    g[230:235] = [10.0, 50.0, 0.2, 0.2, 40.0]      # ... then spikes 230, 231 and 234 (one event)
+    run = tmp_path / "run"
+    run.mkdir()
+    _write_log(run / "updates.csv", g, v)
+    out = tmp_path / "events.csv"
+    assert tool.main([str(run), "--window", "100", "--gap", "10", "--out", str(out)]) == 0
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r["update"], r["last_update"], r["spikes"], r["top_param"]) == ("231", "235", "3", "baseline.bias")
+    assert float(r["peak"]) == 50.0 and float(r["ratio"]) == pytest.approx(50.0)
+    # the first update of the drift is index 199 (update 200): its step moved the next batch's values down
+    assert (r["drift_from"], r["drift_updates"]) == ("200", "31")
+    assert "| run |" in capsys.readouterr().out
+    png = tmp_path / "w.png"
+    assert tool.main([str(run), "--updates", "228:233", "--columns", "mean_value,grad_norm/core.b_z",
+                      "--plot", str(png)]) == 0
+    text = capsys.readouterr().out
+    assert "grad_norm/core.b_z" in text and len(text.strip().splitlines()) == 2 + 6 + 1 and png.stat().st_size > 0
+    with pytest.raises(KeyError, match="no column"):
+        tool.main([str(run), "--updates", "1:3", "--columns", "nothing"])
+    with pytest.raises(ValueError, match="no update in"):
+        tool.main([str(run), "--updates", "900:901"])
+
+
+def test_a_run_without_the_log_names_the_setting(tmp_path, load_tool):
+    tool = load_tool("update_log")
+    with pytest.raises(FileNotFoundError, match="logger.update_log=true"):
+        tool.read_updates(str(tmp_path))
+
+
+def test_reads_a_real_runs_log(tmp_path, capsys, load_tool, tiny_run):
+    tool = load_tool("update_log")
+    run = tiny_run("cue", "{span: 3, obs: vector}", "logger.update_log=true")
+    u = tool.read_updates(str(run))
+    capsys.readouterr()  # the run's own output
+    assert u["update"][0] == 1 and np.all(np.diff(u["update"]) == 1) and "grad_norm/core.w_f" in u
+    last = int(u["update"][-1])
+    assert tool.main([str(run), "--updates", f"1:{last}"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 2 + last
+    assert tool.main([str(run), "--window", "1", "--factor", "1.01"]) == 0
