@@ -30,7 +30,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from r2ac.bench.common import format_table, report_table, write_csv
+from r2ac.bench.common import format_table, report_table, run_labels, write_csv
 
 EVENT_COLUMNS = ("run", "update", "step", "grad_norm", "ratio", "top_param", "top_param_grad", "peak", "spikes",
                  "last_update", "drift_from",
@@ -186,8 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {a.plot}")
         return 0
     rows = []
-    for run in a.runs:
-        name = os.path.basename(os.path.abspath(run if os.path.isdir(run) else os.path.dirname(run)))
+    dirs = [run if os.path.isdir(run) else os.path.dirname(os.path.abspath(run)) for run in a.runs]
+    for run, name in zip(a.runs, run_labels(dirs)):
         rows += [{"run": name, **r} for r in describe_events(read_updates(run), a.factor, a.window, a.gap)]
 
     def cell(r, c):
