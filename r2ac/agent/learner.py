@@ -45,9 +45,10 @@ def adapt_lr_scale(scale: float, kl: float, target: float, factor: float = 1.5, 
 
 def make_optimizer(params, cfg) -> torch.optim.Optimizer:
     """``learner.optimizer``: RMSProp (the paper's, with rmsprop_alpha/eps/momentum) or Adam (adam_eps,
-    adam_amsgrad)."""
+    adam_beta2, adam_amsgrad)."""
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.learning_rate, eps=cfg.adam_eps, amsgrad=cfg.adam_amsgrad)
+        return torch.optim.Adam(params, lr=cfg.learning_rate, betas=(0.9, cfg.adam_beta2), eps=cfg.adam_eps,
+                                amsgrad=cfg.adam_amsgrad)
     return torch.optim.RMSprop(params, lr=cfg.learning_rate, alpha=cfg.rmsprop_alpha, eps=cfg.rmsprop_eps,
                                momentum=cfg.rmsprop_momentum)
 

@@ -173,6 +173,8 @@ class LearnerConfig:
     rmsprop_momentum: float = _f(0.0, "RMSprop momentum", ge=0.0, lt=1.0)
     optimizer: Literal["rmsprop", "adam"] = _f("adam", "'adam' (adam_eps) or 'rmsprop' (the paper's; rmsprop_* keys)")
     adam_eps: float = _f(1e-8, "Adam epsilon (optimizer=adam)", gt=0.0)
+    adam_beta2: float = _f(0.999, "Adam's second-moment decay (optimizer=adam): its running mean of squared "
+                                  "gradients spans about 1 / (1 - adam_beta2) updates", gt=0.0, lt=1.0)
     adam_amsgrad: bool = _f(False, "AMSGrad (Reddi et al. 2018): Adam divides by the largest second-moment estimate "
                                    "so far, so once gradients shrink (a solved task) its steps shrink with them "
                                    "(optimizer=adam)")

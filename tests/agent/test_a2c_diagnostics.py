@@ -257,6 +257,27 @@ def test_amsgrad_steps_shrink_with_the_gradient_where_adam_does_not():
     assert adam > 0.5 * 0.01 and ams < 0.15 * 0.01 and "max_exp_avg_sq" in state  # checkpointed with the optimizer
 
 
+def test_adam_beta2_sets_how_long_the_second_moment_remembers():
+    """learner.adam_beta2: 8000 updates after gradients drop 100-fold, 0.999's running mean has forgotten the
+    large ones (full-size steps again) while 0.9999's still holds them (small steps)."""
+    from r2ac.agent.learner import make_optimizer
+
+    def last_move(beta2):
+        w = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+        cfg = load_config(None, ["learner.learning_rate=0.01", f"learner.adam_beta2={beta2}"]).learner
+        opt = make_optimizer([w], cfg)
+        assert opt.defaults["betas"] == (0.9, beta2)
+        for g in [1.0] * 2000 + [0.01] * 8000:
+            w.grad = torch.tensor([g], dtype=torch.float64)
+            before = float(w)
+            opt.step()
+        return abs(float(w) - before)
+
+    assert last_move(0.999) > 0.5 * 0.01 and last_move(0.9999) < 0.2 * 0.01
+    with pytest.raises(ConfigError, match="adam_beta2"):
+        load_config(None, ["learner.adam_beta2=1.0"])
+
+
 def test_categorical_kl_and_the_lr_scale_rule():
     from r2ac.agent.distributions import categorical_kl
     from r2ac.agent.learner import adapt_lr_scale
