@@ -399,6 +399,8 @@ def _run_on_ray(sweep: Sweep, address: Optional[str], num_cpus: Optional[int],
                 report) -> List[Dict[str, Any]]:
     import ray
 
+    from r2ac.runtime import sigterm_as_interrupt
+
     capacity = float(num_cpus or os.cpu_count() or 1)
     owns = False
     if not ray.is_initialized():
@@ -409,50 +411,60 @@ def _run_on_ray(sweep: Sweep, address: Optional[str], num_cpus: Optional[int],
             ray.init(num_cpus=int(max(capacity, math.ceil(need))), include_dashboard=False, log_to_driver=False)
         owns = True
     try:
-        capacity = float(ray.cluster_resources().get("CPU", capacity))
-        task = _ray_task()
-        results: List[Optional[Dict[str, Any]]] = [None] * len(sweep.runs)
-        waiting = list(range(len(sweep.runs)))
-        running: Dict[Any, Tuple[int, float]] = {}
-        used = 0.0
-        try:
-            while waiting or running:
-                # start runs in order while their CPUs are free (one always runs, whatever it asks for)
-                while waiting:
-                    i = waiting[0]
-                    res = run_resources(sweep.runs[i].cfg, capacity)
-                    if running and used + res["cpus"] > capacity + 1e-9:
-                        break
-                    ref = task.options(num_cpus=res["num_cpus"], num_gpus=res["num_gpus"]).remote(
-                        sweep.runs[i].cfg, sweep.runs[i].log_path)
-                    running[ref] = (i, res["cpus"])
-                    used += res["cpus"]
-                    waiting.pop(0)
-                    report("start", sweep.runs[i], None)
-                done, _ = ray.wait(list(running), num_returns=1)
-                for ref in done:
-                    i, cpus = running.pop(ref)
-                    used -= cpus
-                    try:
-                        results[i] = ray.get(ref)
-                    except Exception as e:  # the task itself died (its worker process lost)
-                        results[i] = {"status": f"failed: {_one_line(e)}"[:300], "steps": 0,
-                                      "final_return": float("nan"), "eval_return": float("nan"),
-                                      "wall_s": float("nan")}
-                    report("done", sweep.runs[i], results[i])
-        except KeyboardInterrupt:
-            for ref in running:  # the runs get a KeyboardInterrupt: each writes a checkpoint and stops
-                ray.cancel(ref)
-            for ref, (i, _) in running.items():
-                try:
-                    results[i] = ray.get(ref, timeout=120)
-                except Exception:
-                    results[i] = None
-            raise _Interrupted(results)
-        return results  # type: ignore[return-value]
+        # SIGTERM (`timeout`, `kill`, a scheduler's stop) stops the sweep as Ctrl-C does; installed after
+        # ray.init, whose own handler would end the driver at once
+        with sigterm_as_interrupt():
+            return _run_tasks(sweep, report, float(ray.cluster_resources().get("CPU", capacity)))
     finally:
         if owns:
             ray.shutdown()
+
+
+def _run_tasks(sweep: Sweep, report, capacity: float) -> List[Dict[str, Any]]:
+    """Start the sweep's runs as Ray tasks while ``capacity`` CPUs allow and collect their rows; on Ctrl-C or
+    SIGTERM the running ones are cancelled (each writes its checkpoint) and ``_Interrupted`` carries the rows."""
+    import ray
+
+    task = _ray_task()
+    results: List[Optional[Dict[str, Any]]] = [None] * len(sweep.runs)
+    waiting = list(range(len(sweep.runs)))
+    running: Dict[Any, Tuple[int, float]] = {}
+    used = 0.0
+    try:
+        while waiting or running:
+            # start runs in order while their CPUs are free (one always runs, whatever it asks for)
+            while waiting:
+                i = waiting[0]
+                res = run_resources(sweep.runs[i].cfg, capacity)
+                if running and used + res["cpus"] > capacity + 1e-9:
+                    break
+                ref = task.options(num_cpus=res["num_cpus"], num_gpus=res["num_gpus"]).remote(
+                    sweep.runs[i].cfg, sweep.runs[i].log_path)
+                running[ref] = (i, res["cpus"])
+                used += res["cpus"]
+                waiting.pop(0)
+                report("start", sweep.runs[i], None)
+            done, _ = ray.wait(list(running), num_returns=1)
+            for ref in done:
+                i, cpus = running.pop(ref)
+                used -= cpus
+                try:
+                    results[i] = ray.get(ref)
+                except Exception as e:  # the task itself died (its worker process lost)
+                    results[i] = {"status": f"failed: {_one_line(e)}"[:300], "steps": 0,
+                                  "final_return": float("nan"), "eval_return": float("nan"),
+                                  "wall_s": float("nan")}
+                report("done", sweep.runs[i], results[i])
+    except KeyboardInterrupt:
+        for ref in running:  # the runs get a KeyboardInterrupt: each writes a checkpoint and stops
+            ray.cancel(ref)
+        for ref, (i, _) in running.items():
+            try:
+                results[i] = ray.get(ref, timeout=120)
+            except Exception:
+                results[i] = None
+        raise _Interrupted(results)
+    return results  # type: ignore[return-value]
 
 
 class _Interrupted(Exception):
