@@ -34,7 +34,7 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import yaml
@@ -338,6 +338,16 @@ def run_resources(cfg: Config, capacity: float) -> Dict[str, float]:
     return {"cpus": cpus, "num_cpus": cpus, "num_gpus": 1.0 if cfg.device == "cuda" else 0.0}
 
 
+def task_config(cfg: Config, resources: Dict[str, float]) -> Config:
+    """The config a run trains in its Ray task. Ray leaves every GPU of the node visible to a task that reserved
+    none, so ``device=auto`` there would put every run of the sweep on the first GPU, which Ray counts as free:
+    a local-runtime run that reserved no GPU trains on the CPU (``device=cuda`` reserves one per run). A
+    Ray-runtime run decides in its learner process (``learner_device``)."""
+    if cfg.device == "auto" and cfg.runtime.kind != "ray" and not resources["num_gpus"]:
+        return replace(cfg, device="cpu")
+    return cfg
+
+
 def _holds_checkpoints(d: str) -> bool:
     for root, _, files in os.walk(d):
         if os.path.basename(root) == "checkpoints" and any(f.endswith(".pt") for f in files):
@@ -439,7 +449,7 @@ def _run_tasks(sweep: Sweep, report, capacity: float) -> List[Dict[str, Any]]:
                 if running and used + res["cpus"] > capacity + 1e-9:
                     break
                 ref = task.options(num_cpus=res["num_cpus"], num_gpus=res["num_gpus"]).remote(
-                    sweep.runs[i].cfg, sweep.runs[i].log_path)
+                    task_config(sweep.runs[i].cfg, res), sweep.runs[i].log_path)
                 running[ref] = (i, res["cpus"])
                 used += res["cpus"]
                 waiting.pop(0)

@@ -10,7 +10,7 @@ import pytest
 
 from r2ac.cli import main
 from r2ac.config import ConfigError, load_config
-from r2ac.sweep import build_sweep, parse_grid, parse_seeds, run_problems, run_resources
+from r2ac.sweep import build_sweep, parse_grid, parse_seeds, run_problems, run_resources, task_config
 
 TINY = ["total_steps=200", "env.num_envs=4", "env.options={corridor_length: 4}", "learner.batch_size=2",
         "model.hidden_size=8", "logger.log_interval_s=0.2", "checkpoint.interval_s=.inf"]
@@ -109,6 +109,18 @@ def test_resources_per_run():
     ray_run = load_config("quickstart", ["runtime.kind=ray", "runtime.num_actors=3"])
     # its learner and actors are Ray actors of their own: the task holds no CPU, the sweep counts 4 slots
     assert run_resources(ray_run, 8) == {"cpus": 4.0, "num_cpus": 0.0, "num_gpus": 0.0}
+
+
+def test_device_auto_in_a_ray_task_that_reserved_no_gpu_is_the_cpu():
+    """Ray shows every GPU to a task that reserved none: device=auto there would stack every run on the first
+    GPU. A local-runtime run without a reserved GPU trains on the CPU; device=cuda reserves one; a Ray-runtime
+    run keeps auto (its learner process decides from the GPUs Ray gave it)."""
+    for overrides, device in (([], "cpu"), (["device=cpu"], "cpu"), (["device=cuda"], "cuda"),
+                              (["runtime.kind=ray"], "auto")):
+        cfg = load_config("quickstart", overrides)
+        assert task_config(cfg, run_resources(cfg, 4)).device == device, overrides
+    cfg = load_config("quickstart")
+    assert task_config(cfg, run_resources(cfg, 4)).model == cfg.model  # nothing else changes
 
 
 # ------------------------------------------------------------------ running
