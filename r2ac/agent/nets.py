@@ -144,7 +144,8 @@ class AgentNet(nn.Module):
                  carry_inputs_across_episodes: bool = False, episode_start_input: bool = False,
                  episode_start_value: float | str = "auto", centre_frames: bool | str = "auto",
                  frame_centre: str = "median_feed_mean", frame_spread: bool = False,
-                 running_centres: bool | str = False, head_hidden: int = 0, head_input: bool = False):
+                 running_centres: bool | str = False, head_hidden: int = 0, head_input: bool = False,
+                 head_norm: bool = False):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -182,8 +183,12 @@ class AgentNet(nn.Module):
             raise ValueError(f"model.head_hidden must be a whole number >= 0 (0: linear heads), got {head_hidden!r}")
         if not isinstance(head_input, bool):
             raise ValueError(f"model.head_input must be true or false, got {head_input!r}")
+        if not isinstance(head_norm, bool):
+            raise ValueError(f"model.head_norm must be true or false, got {head_norm!r}")
         self.head_hidden, self.head_input = head_hidden, head_input
         head_size = self.core.output_size + (self.core_input_size if head_input else 0)
+        # the heads' input layer-normalised (no parameters): every step's feature vector has the same norm
+        self.head_norm = nn.LayerNorm(head_size, elementwise_affine=False) if head_norm else None
         # the heads' shared hidden layer (absent, and no parameters, with head_hidden 0: the papers' linear heads)
         self.head_trunk = nn.Sequential(nn.Linear(head_size, head_hidden), nn.Tanh()) if head_hidden else None
         head_size = head_hidden or head_size
@@ -203,7 +208,8 @@ class AgentNet(nn.Module):
                    episode_start_value=model_cfg.episode_start_value,
                    centre_frames=model_cfg.centre_frames, frame_centre=model_cfg.frame_centre,
                    frame_spread=model_cfg.frame_spread, running_centres=model_cfg.running_centres,
-                   head_hidden=model_cfg.head_hidden, head_input=model_cfg.head_input)
+                   head_hidden=model_cfg.head_hidden, head_input=model_cfg.head_input,
+                   head_norm=model_cfg.head_norm)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -290,11 +296,14 @@ class AgentNet(nn.Module):
         """Policy logits and baseline from the core's output ``y`` [..., N]; with ``head_input`` the heads see
         the core's input ``x`` of the same step too, and with ``head_hidden`` both go through one shared tanh
         layer first. Neither is in the recurrence: the gradient through them is the ordinary one, and the
-        core's (RTRL or TBPTT) takes dL/dy from them as from linear heads."""
+        core's (RTRL or TBPTT) takes dL/dy from them as from linear heads. With ``head_norm`` the heads' input
+        is layer-normalised first."""
         if self.head_input:
             if x is None:
                 raise ValueError("model.head_input=true: the heads need the core's input x of the same step")
             y = torch.cat([y, x.to(y.dtype)], -1)
+        if self.head_norm is not None:
+            y = self.head_norm(y)
         if self.head_trunk is not None:
             y = self.head_trunk(y)
         return {"policy_logits": self.policy(y), "baseline": self.baseline(y).squeeze(-1)}

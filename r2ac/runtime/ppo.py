@@ -53,10 +53,10 @@ def build_ppo_net(cfg: Config, venv) -> PPONet:
                          "raw image frames entering the IMPALA/A2C core (model.stem=none); PPO's input is the "
                          "normalised observation (ppo.normalize_observations): set model.centre_frames and "
                          "model.running_centres to auto or false and model.frame_spread=false with algo=ppo")
-    if m.head_hidden or m.head_input:
-        raise ValueError("model.head_hidden and model.head_input shape the IMPALA/A2C heads; PPO's actor and critic "
-                         "are their own tanh MLPs on the core's output: set model.head_hidden=0 and "
-                         "model.head_input=false with algo=ppo")
+    if m.head_hidden or m.head_input or m.head_norm:
+        raise ValueError("model.head_hidden, model.head_input and model.head_norm shape the IMPALA/A2C heads; PPO's "
+                         "actor and critic are their own tanh MLPs on the core's output: set model.head_hidden=0, "
+                         "model.head_input=false and model.head_norm=false with algo=ppo")
     kind, dim = action_spec(venv)
     obs_size = int(np.prod(venv.observation_shape))
     d_in = core_input_size(obs_size, m.reward_input, m.prev_action_input, dim, m.episode_start_input)

@@ -24,7 +24,7 @@ def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True
     """A small agent on the T-maze; ``pixels`` (a model.frame_centre value): on the pixel delayed cue
     (4x4 frames, span 3) with the raw frames centred into the core (stem none, model.centre_frames) and the
     episode-start flag; ``head``: heads with a hidden layer that see the core's input too (model.head_hidden,
-    model.head_input)."""
+    model.head_input), or "norm": linear heads on the layer-normalised output (model.head_norm)."""
     torch.manual_seed(seed)
     if pixels:  # "<frame_centre>[+spread][+running]": also model.frame_spread, model.running_centres
         venv = make_vec_env("cue", 3, seed, obs="pixels", size=4, span=3, distractors=0.5)
@@ -34,7 +34,9 @@ def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True
     else:
         venv = make_vec_env("tmaze", 3, seed, corridor_length=4)
         kw = dict(stem="mlp", stem_channels=[], stem_fc=8)
-    if head:
+    if head == "norm":  # linear heads on the layer-normalised core output (model.head_norm)
+        kw.update(head_norm=True)
+    elif head:
         kw.update(head_hidden=7, head_input=True)
     net = AgentNet(venv.observation_shape, venv.num_actions, core=core, hidden_size=5, learning=learning,
                    core_options={"forget_bias_init": 1.0} if core == "elstm" else {}, **kw)
@@ -118,7 +120,7 @@ def _loss(net, outputs, traj):
     ("rtrl", False, False), ("tbptt", False, False), ("rtrl", "mean", False), ("rtrl", "median", False),
     ("rtrl", "median_mean", False), ("rtrl", "median_feed_mean", False),
     ("rtrl", "median_feed_mean+spread+running", False), ("rtrl", False, True), ("tbptt", False, True),
-    ("rtrl", "median_feed_mean", True)])
+    ("rtrl", "median_feed_mean", True), ("rtrl", False, "norm")])
 def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning, pixels, head):
     """float64: the sum of the learner's per-trajectory gradients equals full-sequence BPTT of the same
     losses when actor and learner weights agree (RTRL), and differs for TBPTT; also with raw pixel frames
@@ -425,6 +427,30 @@ def test_head_options_add_a_hidden_layer_that_sees_the_core_input():
                      hidden_size=5, **bad)
     with pytest.raises(ConfigError, match="head_hidden"):
         load_config(None, ["model.head_hidden=-2"])
+
+
+def test_head_norm_layer_normalises_the_heads_input():
+    """model.head_norm: no parameters added; the heads see each step's features at one norm, so scaling the
+    core's output (or shifting every unit alike) leaves logits and baseline unchanged; bad values and PPO are
+    refused."""
+    base, venv = _net(dtype=torch.float64)
+    net, _ = _net(dtype=torch.float64, head="norm")
+    assert base.head_norm is None and list(net.state_dict()) == list(base.state_dict())
+    y = torch.randn(2, 3, net.core.output_size, dtype=torch.float64)
+    with torch.no_grad():
+        out, scaled = net.heads(y), net.heads(3.0 * y + 0.5)
+        plain = base.heads(y)
+    for k in ("policy_logits", "baseline"):
+        assert torch.allclose(out[k], scaled[k], atol=1e-3), k  # up to LayerNorm's eps
+    assert not torch.allclose(out["baseline"], plain["baseline"])
+    with pytest.raises(ValueError, match="head_norm must be true or false"):
+        AgentNet(venv.observation_shape, venv.num_actions, stem="mlp", stem_channels=[], stem_fc=8, hidden_size=5,
+                 head_norm="yes")
+    assert load_config(None, ["model.head_norm=true"]).model.head_norm is True
+    from r2ac.runtime.ppo import build_ppo_net
+
+    with pytest.raises(ValueError, match="model.head_norm=false with algo=ppo"):
+        build_ppo_net(load_config("ppo/base.yaml", ["model.head_norm=true"]), venv)
 
 
 def test_input_scale_multiplies_the_features_only():
