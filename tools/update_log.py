@@ -1,7 +1,7 @@
 """What did single updates do? Reads the per-update log of runs trained with ``logger.update_log=true``
 (``<run_dir>/updates.csv``, docs/runtime.md, "The per-update log"; docs/results.md, "Key to door's falls").
 
-    python tools/update_log.py RUN_DIR [RUN_DIR ...] [--factor F] [--window N] [--gap G] [--out CSV]
+    python tools/update_log.py RUN_DIR [RUN_DIR ...] [--factor F] [--window N] [--gap G] [--lead L] [--out CSV]
     python tools/update_log.py RUN_DIR --updates A:B [--columns c1,c2,...] [--plot PNG]
 
 Without ``--updates``: the gradient spikes of each run, an update whose pre-clip gradient norm is more than
@@ -10,13 +10,11 @@ are one event, listed by its first update, with its largest gradient norm (``pea
 event: its agent step, the gradient norm and its ratio to the median, the parameter with the largest
 gradient, and what the values did, from ``drift_from`` (the first update of the run of updates before the
 spike in which the batch's mean value moved the same way every update: a drift the value errors hardly
-show) to the spike.
-
-With ``--updates A:B``: the rows of updates A to B of one run, the ``--columns`` given (a default set
-otherwise; ``grad_norm/<param>`` and ``step_norm/<param>`` name one parameter's gradient and step), and with
-``--plot`` a PNG of the batch's value range and the gradient norm over those updates.
-
-Only the run's own data: it reads ``updates.csv`` and plays nothing.
+show) to the spike, and ``lead_corr``: over the ``--lead`` updates before the spike, the correlation of each
+batch's signed mean value error (target minus value) with its mean value. Negative: the errors shrink as the
+level rises toward its targets and grow as it falls away, a level pulled back. Positive: the errors grow with
+the level, the targets running away from the values they train (bootstrapping's divergence).
+``lead_corr_before`` is the same over the ``--window`` updates before those.
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ from r2ac.bench.common import format_table, report_table, run_labels, write_csv
 EVENT_COLUMNS = ("run", "update", "step", "grad_norm", "ratio", "top_param", "top_param_grad", "peak", "spikes",
                  "last_update", "drift_from",
                  "drift_updates", "mean_value_at_drift", "mean_value_at_spike", "value_min", "value_max",
-                 "value_error_max")
+                 "value_error_max", "lead_corr", "lead_corr_before")
 WINDOW_COLUMNS = ("mean_value", "value_min", "value_max", "value_error_mean", "value_error_max", "grad_norm",
                   "carry_grad_norm", "segment_grad_norm")
 
@@ -85,7 +83,19 @@ def drift_start(mean_value: np.ndarray, i: int) -> int:
     return j
 
 
-def describe_events(u: Dict[str, np.ndarray], factor: float, window: int, gap: int) -> List[Dict]:
+def lead_correlation(error_mean: np.ndarray, mean_value: np.ndarray, first: int, last: int) -> float:
+    """The correlation over updates ``first`` to ``last`` - 1 (indices) of the batch's signed mean value error
+    with its mean value (< 0: a level pulled back toward its targets; > 0: targets that run away with it); NaN
+    with fewer than 3 updates or no spread."""
+    first = max(first, 0)
+    e, v = error_mean[first:last], mean_value[first:last]
+    ok = np.isfinite(e) & np.isfinite(v)
+    if ok.sum() < 3 or np.std(e[ok]) == 0 or np.std(v[ok]) == 0:
+        return math.nan
+    return float(np.corrcoef(e[ok], v[ok])[0, 1])
+
+
+def describe_events(u: Dict[str, np.ndarray], factor: float, window: int, gap: int, lead: int = 60) -> List[Dict]:
     """The event rows of one run (``EVENT_COLUMNS`` but ``run``)."""
     g = u["grad_norm"]
     params = [k for k in u if k.startswith("grad_norm/")]
@@ -106,6 +116,10 @@ def describe_events(u: Dict[str, np.ndarray], factor: float, window: int, gap: i
         for k in ("value_min", "value_max", "value_error_max"):
             if k in u:
                 row[k] = float(u[k][i])
+        if "value_error_mean" in u and "mean_value" in u:
+            row["lead_corr"] = lead_correlation(u["value_error_mean"], u["mean_value"], i - lead, i)
+            row["lead_corr_before"] = lead_correlation(u["value_error_mean"], u["mean_value"], i - lead - window,
+                                                       i - lead)
         out.append(row)
     return out
 
@@ -160,14 +174,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--factor", type=float, default=20.0, help="a spike: grad_norm over this times the median before")
     p.add_argument("--window", type=int, default=500, help="updates in the median before each update")
     p.add_argument("--gap", type=int, default=100, help="spikes at most this many updates apart are one event")
+    p.add_argument("--lead", type=int, default=60, help="updates before a spike in lead_corr")
     p.add_argument("--updates", default="", help="A:B: print updates A to B of one run instead of the events")
     p.add_argument("--columns", default="", help="columns for --updates, comma-separated (default: those of "
                    + ",".join(WINDOW_COLUMNS) + " the log has)")
     p.add_argument("--plot", default="", help="with --updates: write a PNG of the values and gradient norms")
     p.add_argument("--out", default="", help="write the rows as CSV")
     a = p.parse_args(argv)
-    if a.factor <= 1 or a.window < 1 or a.gap < 0:
-        p.error("--factor must be above 1, --window at least 1 and --gap at least 0")
+    if a.factor <= 1 or a.window < 1 or a.gap < 0 or a.lead < 3:
+        p.error("--factor must be above 1, --window at least 1, --gap at least 0 and --lead at least 3")
     if a.updates:
         if len(a.runs) != 1:
             p.error("--updates reads one run; name one run directory")
@@ -188,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     dirs = [run if os.path.isdir(run) else os.path.dirname(os.path.abspath(run)) for run in a.runs]
     for run, name in zip(a.runs, run_labels(dirs)):
-        rows += [{"run": name, **r} for r in describe_events(read_updates(run), a.factor, a.window, a.gap)]
+        rows += [{"run": name, **r} for r in describe_events(read_updates(run), a.factor, a.window, a.gap, a.lead)]
 
     def cell(r, c):
         v = r.get(c, "")

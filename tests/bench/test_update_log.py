@@ -30,6 +30,20 @@ def test_drift_start_follows_the_run_of_same_signed_moves(load_tool):
     assert tool.drift_start(v, 1) == 0 and tool.drift_start(v, 0) == 0
 
 
+def test_lead_correlation_tells_a_pulled_back_level_from_a_run_away(load_tool):
+    tool = load_tool("update_log")
+    rng = np.random.default_rng(0)
+    level = np.cumsum(rng.normal(size=50))
+    restoring = 0.3 * (1.0 - level)          # targets at 1: the error shrinks as the level nears them
+    running = 0.05 * (level - level[0])      # targets that move away faster than the level follows
+    assert tool.lead_correlation(restoring, level, 0, 50) == pytest.approx(-1.0)
+    assert tool.lead_correlation(running, level, 10, 50) == pytest.approx(1.0)
+    assert abs(tool.lead_correlation(rng.normal(size=50), level, 0, 50)) < 0.5
+    assert np.isnan(tool.lead_correlation(running, level, 0, 2))
+    assert np.isnan(tool.lead_correlation(running, level, -9, 2))
+    assert np.isnan(tool.lead_correlation(np.zeros(50), level, 0, 50))
+
+
 def test_events_table_and_window_from_a_log(tmp_path, capsys, load_tool):
     tool = load_tool("update_log")
     n = 300
