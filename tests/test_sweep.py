@@ -209,10 +209,10 @@ def test_sigterm_stops_a_sweep_on_ray_cleanly(tmp_path):
     write a checkpoint and their summary, results.csv lists them as interrupted with the steps they reached, and
     the command exits 130, as with Ctrl-C."""
     pytest.importorskip("ray")
-    import signal
     import subprocess
     import sys
-    import time
+
+    from procs import sigterm_when
 
     from r2ac.checkpoint import load_latest_checkpoint
 
@@ -223,18 +223,11 @@ def test_sigterm_stops_a_sweep_on_ray_cleanly(tmp_path):
                              "--name", "term", "--dir", str(out), "--num-cpus", "2"],
                             cwd=root, env=dict(os.environ, PYTHONPATH=root), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
-    try:
-        deadline = time.time() + 180
-        while len(glob.glob(str(out / "*" / "metrics.csv"))) < 2 or any(
-                sum(1 for _ in open(f)) < 3 for f in glob.glob(str(out / "*" / "metrics.csv"))):
-            assert proc.poll() is None, proc.communicate()[0].decode(errors="replace")[-3000:]
-            assert time.time() < deadline, "the sweep's runs logged no metrics within 180 s"
-            time.sleep(0.5)
-        proc.send_signal(signal.SIGTERM)
-        output = proc.communicate(timeout=180)[0].decode(errors="replace")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    def ready():  # both runs are training: metrics rows after some updates
+        logs = glob.glob(str(out / "*" / "metrics.csv"))
+        return len(logs) == 2 and all(sum(1 for _ in open(f)) >= 3 for f in logs)
+
+    output = sigterm_when(proc, ready, what="metrics from both runs", timeout_s=180)
     assert proc.returncode == 130, output[-3000:]
     assert "interrupted; finished runs are in" in output, output[-3000:]
     rows = _rows(out / "results.csv")

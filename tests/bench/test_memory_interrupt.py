@@ -7,7 +7,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
+
+from procs import sigterm_when
 
 from r2ac.bench.memory import main, run_is_done
 
@@ -47,15 +48,10 @@ def test_sigterm_stops_the_bench_and_its_workers_and_the_rerun_completes(tmp_pat
                             stderr=subprocess.PIPE)
     workers = []
     try:
-        deadline = time.time() + 120
-        while not (run0 / "metrics.csv").exists() or len((run0 / "metrics.csv").read_text().splitlines()) < 3:
-            assert proc.poll() is None, proc.communicate()[1].decode(errors="replace")[-2000:]
-            assert time.time() < deadline, "the first run logged nothing within 120 s"
-            time.sleep(0.2)
-        workers += _children(proc.pid)
+        err = sigterm_when(
+            proc, lambda: (run0 / "metrics.csv").exists() and len((run0 / "metrics.csv").read_text().splitlines()) >= 3,
+            what="metrics from the first run", before=lambda: workers.extend(_children(proc.pid)) or None)
         assert workers
-        proc.send_signal(signal.SIGTERM)
-        err = proc.communicate(timeout=120)[1].decode(errors="replace")
     finally:
         alive = [w for w in workers if _alive(w)]
         for pid in ([proc.pid] if proc.poll() is None else []) + alive:

@@ -7,9 +7,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
+
+from procs import sigterm_when
 
 from r2ac.checkpoint import load_latest_checkpoint
 from r2ac.cli import main
@@ -39,18 +40,11 @@ def test_sigterm_writes_a_checkpoint_and_the_run_resumes(tmp_path, args):
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.Popen([sys.executable, "-m", "r2ac.cli", "train", *args, *COMMON, f"run_dir={run_dir}"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.time() + 120
-        while _metric_rows(run_dir) < 3:  # it is training: metrics rows after some updates
-            assert proc.poll() is None, proc.communicate()[1].decode(errors="replace")[-2000:]
-            assert time.time() < deadline, "no metrics within 120 s"
-            time.sleep(0.2)
-        assert load_latest_checkpoint(str(run_dir)) is None  # nothing periodic yet
-        proc.send_signal(signal.SIGTERM)
-        err = proc.communicate(timeout=120)[1].decode(errors="replace")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    def nothing_periodic_yet():
+        assert load_latest_checkpoint(str(run_dir)) is None
+
+    # it is training (metrics rows after some updates), with no checkpoint yet: the stop must write one
+    err = sigterm_when(proc, lambda: _metric_rows(run_dir) >= 3, what="metrics", before=nothing_periodic_yet)
     assert proc.returncode == 130, err[-2000:]
     assert "SIGTERM: stopping after the update in progress" in err and "--resume" in err, err[-2000:]
     summary = json.loads((run_dir / "summary.json").read_text())
