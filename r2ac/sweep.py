@@ -409,8 +409,6 @@ def _run_on_ray(sweep: Sweep, address: Optional[str], num_cpus: Optional[int],
                 report) -> List[Dict[str, Any]]:
     import ray
 
-    from r2ac.runtime import sigterm_as_interrupt
-
     capacity = float(num_cpus or os.cpu_count() or 1)
     owns = False
     if not ray.is_initialized():
@@ -421,18 +419,15 @@ def _run_on_ray(sweep: Sweep, address: Optional[str], num_cpus: Optional[int],
             ray.init(num_cpus=int(max(capacity, math.ceil(need))), include_dashboard=False, log_to_driver=False)
         owns = True
     try:
-        # SIGTERM (`timeout`, `kill`, a scheduler's stop) stops the sweep as Ctrl-C does; installed after
-        # ray.init, whose own handler would end the driver at once
-        with sigterm_as_interrupt():
-            return _run_tasks(sweep, report, float(ray.cluster_resources().get("CPU", capacity)))
+        return _run_tasks(sweep, report, float(ray.cluster_resources().get("CPU", capacity)))
     finally:
         if owns:
             ray.shutdown()
 
 
 def _run_tasks(sweep: Sweep, report, capacity: float) -> List[Dict[str, Any]]:
-    """Start the sweep's runs as Ray tasks while ``capacity`` CPUs allow and collect their rows; on Ctrl-C or
-    SIGTERM the running ones are cancelled (each writes its checkpoint) and ``_Interrupted`` carries the rows."""
+    """Start the sweep's runs as Ray tasks while ``capacity`` CPUs allow and collect their rows; on Ctrl-C the
+    running ones are cancelled (each writes its checkpoint) and ``_Interrupted`` carries the rows."""
     import ray
 
     task = _ray_task()
