@@ -227,6 +227,16 @@ def _project_left(env: dict, project: str) -> list[str]:
     return ids + nets
 
 
+def _log_tails(env: dict, containers: list[str], lines: int = 40) -> str:
+    """The last ``lines`` of each container's log, for a failure message."""
+    parts = []
+    for c in containers:
+        got = subprocess.run(["podman", "logs", "--tail", str(lines), c], env=env, cwd=ROOT, capture_output=True,
+                             text=True, timeout=60)
+        parts.append(f"--- {c} ---\n{(got.stdout + got.stderr)[-4000:]}")
+    return "\n".join(parts)
+
+
 def test_compose_runs_a_training_to_the_end(podman, image):
     """docker/docker-compose.yml under podman-compose: head + a worker + the trainer; the trainer's
     quickstart-sized run finishes, its status lines are in its container log (stdout is no terminal there),
@@ -244,7 +254,12 @@ def test_compose_runs_a_training_to_the_end(podman, image):
         assert "created" not in states.lower(), \
             f"containers did not start:\n{states}\n{(up.stdout + up.stderr)[-2000:]}"
         trainer = f"{project}_trainer_1"
-        out = run(["podman", "wait", trainer], env, timeout=900, what="the trainer")
+        try:  # the trainer exits in about 20 s; on a hang, the failure shows where each container stopped
+            out = subprocess.run(["podman", "wait", trainer], env=env, cwd=ROOT, capture_output=True, text=True,
+                                 timeout=300)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the trainer did not finish within 300 s; the containers' last log lines:\n"
+                        + _log_tails(env, [trainer, f"{project}_ray-head_1", f"{project}_worker_1"]))
         TIMINGS["compose_up_to_trainer_exit_s"] = time.time() - t0
         logs = run(["podman", "logs", trainer], env, timeout=60, check=False)
         text = logs.stdout + logs.stderr
