@@ -8,6 +8,7 @@ truncated gradient of the segment (Irie et al. 2024, Sec. 4), or none when it is
 
 from __future__ import annotations
 
+import copy
 import math
 import statistics
 from collections import deque
@@ -82,6 +83,33 @@ def parameter_norms(net: torch.nn.Module, prefix: str, of: Callable) -> Dict[str
     return out
 
 
+@torch.no_grad()
+def polyak_update(target: torch.nn.Module, source: torch.nn.Module, tau: float) -> None:
+    """``learner.target_tau``: move each of the target network's parameters toward the source's,
+    theta_bar <- theta_bar + tau (theta - theta_bar), and copy the buffers (running frame centres)."""
+    for t, s in zip(target.parameters(), source.parameters()):
+        t.lerp_(s, tau)
+    for t, s in zip(target.buffers(), source.buffers()):
+        t.copy_(s)
+
+
+def make_target_net(net: torch.nn.Module) -> torch.nn.Module:
+    """``learner.target_tau``: the target network, a copy of ``net`` that no gradient reaches."""
+    target = copy.deepcopy(net)
+    for p in target.parameters():
+        p.requires_grad_(False)
+    return target
+
+
+@torch.no_grad()
+def target_values(target_net: torch.nn.Module, inputs: Dict, initial_state: Dict) -> torch.Tensor:
+    """The target network's values V(x_0 .. x_M) [M+1, B] on a batch, run from the batch's shipped core state
+    (the learner's state at the trajectory's start, as R2D2's stored state serves its target network),
+    without sensitivities."""
+    out, _ = target_net(inputs, initial_state, return_state=False, sensitivities=False)
+    return out["baseline"]
+
+
 class Learner:
     def __init__(self, net: AgentNet, cfg, total_steps: int, device="cpu"):
         """``cfg``: the ``learner`` config section (batch_size, unroll_length, discount, costs, RMSProp)."""
@@ -110,6 +138,8 @@ class Learner:
         # logger.update_log: each update's stats add per-parameter gradient and step norms and the batch's
         # extremes (set by the session)
         self.detail = False
+        # learner.target_tau: the target network V-trace bootstraps from (None: the learner's own values)
+        self.target_net = make_target_net(net) if cfg.target_tau > 0 else None
 
     def entropy_weight(self) -> float:
         """The entropy bonus's weight in this update: ``entropy_cost``, capped at ``entropy_cap`` times the
@@ -142,18 +172,25 @@ class Learner:
                 "clip_pg_rho_threshold": c.clip_pg_rho_threshold or None,
                 "vtrace_lambda": c.vtrace_lambda, "truncation_bootstrap": c.truncation_bootstrap}
 
-    def targets(self, outputs: Dict, batch: Dict):
+    def targets(self, outputs: Dict, batch: Dict, target_values=None):
         """The V-trace targets of the learner's outputs on a batch (``impala_targets``, detached)."""
-        return impala_targets(outputs, batch, **self._vtrace_options())
+        return impala_targets(outputs, batch, target_values=target_values, **self._vtrace_options())
 
-    def loss(self, outputs: Dict, batch: Dict, targets=None):
+    def target_values(self, inputs: Dict, batch: Dict) -> Optional[torch.Tensor]:
+        """``learner.target_tau``: the target network's values on the batch (``target_values``); None when off."""
+        if self.target_net is None:
+            return None
+        return target_values(self.target_net, inputs, batch["initial_state"])
+
+    def loss(self, outputs: Dict, batch: Dict, targets=None, target_values=None):
         """(loss, stats) of the learner's outputs on a batch: the IMPALA loss with V-trace targets; with
-        ``targets`` (a first pass's, ``learner.epochs``) those targets and PPO's clip (``learner.clip``)."""
+        ``targets`` (a first pass's, ``learner.epochs``) those targets and PPO's clip (``learner.clip``); with
+        ``target_values`` (``learner.target_tau``) V-trace bootstraps from them."""
         return impala_loss(outputs, batch, baseline_cost=self.cfg.baseline_cost, entropy_cost=self.entropy_weight(),
                            entropy_floor=self.cfg.entropy_floor, logit_penalty=self.logit_penalty_weight(),
                            logit_margin=self.cfg.logit_margin, normalize_pg_advantages=self.cfg.normalize_advantages,
                            targets=targets, clip=self.cfg.clip if targets is not None else 0.0,
-                           extremes=self.detail, **self._vtrace_options())
+                           extremes=self.detail, target_values=target_values, **self._vtrace_options())
 
     def update(self, batch: Dict) -> Dict[str, float]:
         """One learner step on a batch of B trajectories (M + 1 frames each)."""
@@ -166,9 +203,10 @@ class Learner:
         lr = self.learning_rate()
         self.observe_rewards(batch["reward"][1:])
         self.optimizer.zero_grad(set_to_none=True)
+        boot = self.target_values(inputs, batch)
         with CarryRecorder() as carried:  # the carried RTRL correction, for the diagnostics
             outputs, _ = self.net(inputs, batch["initial_state"], return_state=False)
-            loss, stats = self.loss(outputs, batch)
+            loss, stats = self.loss(outputs, batch, target_values=boot)
             stats["lr"] = lr
             stats["entropy_weight"] = self.entropy_weight()
             if not torch.isfinite(loss):
@@ -200,7 +238,10 @@ class Learner:
             moved = {id(p): b for p, b in zip(params, before)}
             stats.update(parameter_norms(self.net, "step_norm", lambda p: p.detach() - moved[id(p)]))
         if self.cfg.epochs > 1:
-            stats.update(self._more_passes(inputs, batch, outputs, lr))
+            stats.update(self._more_passes(inputs, batch, outputs, lr, boot))
+        if self.target_net is not None:
+            polyak_update(self.target_net, self.net, self.cfg.target_tau)
+            stats["target_mean_value"] = float(boot[:-1].mean())
         if self.cfg.kl_target > 0 or self.cfg.log_update_kl:
             stats.update(self._update_kl(inputs, batch, outputs["policy_logits"]))
         if key == "obs":  # model.running_centres: the batch's new frames (frame 0 ended the previous batch)
@@ -233,13 +274,13 @@ class Learner:
         self.recent_norms.append(grad_norm)
         return False
 
-    def _more_passes(self, inputs: Dict, batch: Dict, first: Dict, lr: float) -> Dict[str, float]:
+    def _more_passes(self, inputs: Dict, batch: Dict, first: Dict, lr: float, boot=None) -> Dict[str, float]:
         """``learner.epochs`` > 1: passes 2..E over the same batch, each a forward pass from the batch's initial
         state and sensitivities (stale after the first step, as PPO's stored traces are) and one optimizer
         step on PPO's clipped surrogate against the first pass's policy, with the first pass's V-trace targets
         and advantages (APPO-style). A pass whose loss or gradient is not finite ends the passes unapplied.
         Returns the passes applied (the first included) and the clipped fraction of the last pass's steps."""
-        targets = self.targets({k: v.detach() for k, v in first.items()}, batch)
+        targets = self.targets({k: v.detach() for k, v in first.items()}, batch, boot)
         params = self.net.trainable_parameters()
         max_norm = self.cfg.grad_norm_clip if self.cfg.grad_norm_clip > 0 else math.inf
         passes, clipped = 1, 0.0
@@ -300,8 +341,11 @@ class Learner:
         return stats
 
     def state_dict(self) -> Dict:
-        return {"optimizer": self.optimizer.state_dict(), "steps": self.steps, "updates": self.updates,
-                "skipped": self.skipped, "max_abs_reward": self.max_abs_reward, "lr_scale": self.lr_scale}
+        d = {"optimizer": self.optimizer.state_dict(), "steps": self.steps, "updates": self.updates,
+             "skipped": self.skipped, "max_abs_reward": self.max_abs_reward, "lr_scale": self.lr_scale}
+        if self.target_net is not None:
+            d["target_net"] = self.target_net.state_dict()
+        return d
 
     def load_state_dict(self, d: Dict) -> None:
         self.optimizer.load_state_dict(d["optimizer"])
@@ -309,3 +353,9 @@ class Learner:
         # checkpoints written before learner.entropy_cap existed: the unit is measured again from here
         self.max_abs_reward = float(d.get("max_abs_reward", 0.0))
         self.lr_scale = float(d.get("lr_scale", 1.0))  # checkpoints from before learner.kl_target
+        if self.target_net is not None:
+            # a checkpoint from a run without learner.target_tau: the target starts as the loaded weights
+            if "target_net" in d:
+                self.target_net.load_state_dict(d["target_net"])
+            else:
+                self.target_net.load_state_dict(self.net.state_dict())

@@ -13,6 +13,7 @@ Reductions (a convention the learner must follow when choosing its learning rate
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 
@@ -199,26 +200,43 @@ def impala_targets(
     clip_c_threshold: float | None = 1.0,
     vtrace_lambda: float = 1.0,
     truncation_bootstrap: bool = False,
+    target_values: Tensor | None = None,
 ) -> VTraceReturns:
     """The V-trace targets, policy-gradient advantages and target-policy log-probabilities of ``impala_loss``
-    (layout there), detached: behaviour = batch policy_logits[1:], target = learner policy_logits[:-1]."""
+    (layout there), detached: behaviour = batch policy_logits[1:], target = learner policy_logits[:-1].
+
+    ``target_values`` ([T+1, B], ``learner.target_tau``): the V(x_s) and V(x_T) that V-trace bootstraps from,
+    a target network's; the policy-gradient advantage keeps the learner's own V(x_s) as its baseline:
+    A_s = rho_pg_s (r_s + gamma_s v_{s+1} - V(x_s)), v_{s+1} built on the target's values."""
     baseline_all = learner_outputs["baseline"]
-    values = baseline_all[:-1]
+    values = baseline_all[:-1].detach()
     rewards = step_rewards(batch, values.dtype, discount, reward_clip, truncation_bootstrap)
     discounts = (~batch["done"][1:].to(torch.bool)).to(values.dtype) * discount
-    return vtrace_from_logits(
+    if target_values is not None and tuple(target_values.shape) != tuple(baseline_all.shape):
+        raise ValueError(f"impala_targets: target_values has shape {tuple(target_values.shape)}, expected "
+                         f"{tuple(baseline_all.shape)} like learner_outputs['baseline'] ([T+1, B])")
+    boot = baseline_all if target_values is None else target_values.detach().to(values.dtype)
+    returns = vtrace_from_logits(
         behaviour_logits=batch["policy_logits"][1:],
         target_logits=learner_outputs["policy_logits"][:-1],
         actions=batch["action"][1:],
         discounts=discounts,
         rewards=rewards,
-        values=values.detach(),
-        bootstrap_value=baseline_all[-1].detach(),
+        values=boot[:-1].detach(),
+        bootstrap_value=boot[-1].detach(),
         clip_rho_threshold=clip_rho_threshold,
         clip_pg_rho_threshold=clip_pg_rho_threshold,
         clip_c_threshold=clip_c_threshold,
         lam=vtrace_lambda,
     )
+    if target_values is None:
+        return returns
+    with torch.no_grad():  # the same advantage with the learner's baseline: + rho_pg (Vbar(x_s) - V(x_s))
+        rho_pg = torch.exp(returns.log_rhos)
+        if clip_pg_rho_threshold is not None:
+            rho_pg = torch.clamp(rho_pg, max=clip_pg_rho_threshold)
+        advantages = returns.pg_advantages + rho_pg * (boot[:-1] - values)
+    return dataclasses.replace(returns, pg_advantages=advantages)
 
 
 def impala_loss(
@@ -240,6 +258,7 @@ def impala_loss(
     targets: VTraceReturns | None = None,
     clip: float = 0.0,
     extremes: bool = False,
+    target_values: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """IMPALA loss on one batch of M+1-step trajectories (torchbeast monobeast layout).
 
@@ -265,7 +284,8 @@ def impala_loss(
     ``targets`` (``impala_targets`` of an earlier pass over the same batch, ``learner.epochs``): the V-trace
     targets and advantages are those, not recomputed; with ``clip`` > 0, L_pg is PPO's clipped surrogate
     against that pass's policy (``clipped_policy_gradient_loss``), which at the first pass (ratio 1) has
-    IMPALA's gradient.
+    IMPALA's gradient. ``target_values`` ([T+1, B], a target network's V(x_t), ``learner.target_tau``): V-trace
+    bootstraps from them instead (``impala_targets``).
 
     All three terms are sums over time and batch. Returns (total_loss, stats) where stats holds
     python floats: total_loss, pg_loss, baseline_loss, entropy_loss, entropy (mean per step), logit_spread
@@ -300,7 +320,8 @@ def impala_loss(
         targets = impala_targets(learner_outputs, batch, discount=discount, reward_clip=reward_clip,
                                  clip_rho_threshold=clip_rho_threshold,
                                  clip_pg_rho_threshold=clip_pg_rho_threshold, clip_c_threshold=clip_c_threshold,
-                                 vtrace_lambda=vtrace_lambda, truncation_bootstrap=truncation_bootstrap)
+                                 vtrace_lambda=vtrace_lambda, truncation_bootstrap=truncation_bootstrap,
+                                 target_values=target_values)
     vtrace_returns = targets
 
     pg_adv = vtrace_returns.pg_advantages

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from r2ac.agent.actor import Actor
-from r2ac.agent.learner import Learner, NonFiniteLossError
+from r2ac.agent.learner import Learner, NonFiniteLossError, make_target_net, target_values
 from r2ac.agent.losses import impala_loss
 from r2ac.agent.inputs import centre_frame, channel_spread, lower_median
 from r2ac.agent.nets import RAW_PIXEL_EPISODE_START_VALUE, RAW_PIXEL_INPUT_SCALE, WIDE_INPUT_ENTRIES, AgentNet
@@ -111,8 +111,9 @@ def test_actor_resets_state_at_episode_start():
             assert torch.allclose(s1[k], s0[k])
 
 
-def _loss(net, outputs, traj):
-    loss, _ = impala_loss(outputs, traj, discount=0.9, baseline_cost=0.5, entropy_cost=0.01, reward_clip=1.0)
+def _loss(net, outputs, traj, boot=None):
+    loss, _ = impala_loss(outputs, traj, discount=0.9, baseline_cost=0.5, entropy_cost=0.01, reward_clip=1.0,
+                          target_values=boot)
     return loss
 
 
@@ -134,17 +135,26 @@ def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning,
         torch.set_default_dtype(default)
 
 
-def _check_learner_gradient_vs_full_bptt(learning, pixels, head=False):
+def _check_learner_gradient_vs_full_bptt(learning, pixels, head=False, target=False):
     net, venv = _net(learning, pixels=pixels, head=head)
     actor = Actor(copy.deepcopy(net), venv, M, seed=3)
     K = 8
     trajs = [actor.rollout() for _ in range(K)]
     params = dict((n, p) for n, p in net.named_parameters() if p.requires_grad)
+    boots = [None] * K
+    if target:  # learner.target_tau: V-trace bootstraps from another network's values, run from the shipped state
+        target_net = make_target_net(net)
+        with torch.no_grad():
+            for p in target_net.parameters():
+                p.add_(0.3 * torch.randn_like(p))
+        boots = [target_values(target_net, _inputs(t), t["initial_state"]) for t in trajs]
+        own = [net(_inputs(t), t["initial_state"], return_state=False)[0]["baseline"].detach() for t in trajs]
+        assert all((b - o).abs().max() > 1e-3 for b, o in zip(boots, own))  # the targets do differ
     # learner: one update per trajectory, gradients summed
     net.zero_grad()
-    for t in trajs:
+    for t, boot in zip(trajs, boots):
         out, _ = net(_inputs(t), t["initial_state"], return_state=False)
-        _loss(net, out, t).backward()
+        _loss(net, out, t, boot).backward()
     learner_grads = {n: p.grad.clone() for n, p in params.items()}
     # full sequence: all K*M + 1 frames from the zero state, one BPTT pass over everything
     full = {k: torch.cat([trajs[0][k][:1]] + [t[k][1:] for t in trajs]) for k in _inputs(trajs[0])}
@@ -157,7 +167,7 @@ def _check_learner_gradient_vs_full_bptt(learning, pixels, head=False):
     total = 0
     for i, t in enumerate(trajs):
         window = {k: v[i * M:(i + 1) * M + 1] for k, v in out.items()}
-        total = total + _loss(rtrl_net, window, t)
+        total = total + _loss(rtrl_net, window, t, boots[i])
     total.backward()
     bptt = {n: p.grad.clone() for n, p in rtrl_net.named_parameters() if p.requires_grad}
     errs = {n: ((learner_grads[n] - bptt[n]).abs().max() / bptt[n].abs().max()).item() for n in params}
@@ -165,6 +175,18 @@ def _check_learner_gradient_vs_full_bptt(learning, pixels, head=False):
         assert max(errs.values()) < 1e-9, errs
     else:
         assert max(errs[n] for n in ("core.F", "core.Z", "core.w_f", "core.b_f")) > 1e-3, errs
+
+
+@pytest.mark.parametrize("learning", ["rtrl", "tbptt"])
+def test_learner_gradient_with_a_target_network_vs_full_episode_bptt(learning):
+    """float64, learner.target_tau: with V-trace bootstrapping from a target network's values (no gradient
+    through them), the RTRL learner's gradient is still full-sequence BPTT's of the same losses."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        _check_learner_gradient_vs_full_bptt(learning, False, target=True)
+    finally:
+        torch.set_default_dtype(default)
 
 
 def test_learner_update_reduces_loss_on_fixed_batch():
