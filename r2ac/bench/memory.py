@@ -66,7 +66,8 @@ overrides): its runs' saved ``config.yaml`` must train what those settings train
 that differs is marked ``(*)`` and the keys listed under the table, one whose runs left no config ``(?)``.
 ``--compare LABEL=DIR[,DIR...] ...`` sets settings side by side (e.g.
 the defaults against an override, each a list of bench directories) on the cells they share, in agent steps
-to solve per seed (``compare.md``, ``compare.csv``, ``compare.png``).
+to solve per seed (``compare.md``, ``compare.csv``, ``compare.png``), and each seed's success curve against
+agent steps where its run directory is kept (``compare_curves.png``: a fall after solving shows there).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ import multiprocessing
 import os
 import statistics
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from r2ac.bench.common import format_table, machine_description, write_csv
 from r2ac.runtime import sigterm_as_interrupt
@@ -574,15 +575,21 @@ def parse_settings(specs: Sequence[str]) -> Dict[str, List[str]]:
     return out
 
 
+def _shared_cells(settings: Dict[str, List[str]]) -> Tuple[Dict[str, Dict], List[tuple]]:
+    """Each setting's cells (:func:`gather_cells`) and, in suite order, the cells two settings or more ran."""
+    per = {label: gather_cells(dirs, "--compare") for label, dirs in settings.items()}
+    keys = [k for k in dict.fromkeys(k for cells in per.values() for k in cells)
+            if sum(k in cells for cells in per.values()) >= 2]
+    return per, sorted(keys, key=_suite_order)
+
+
 def compare(settings: Dict[str, List[str]]) -> List[Dict]:
     """One row per (task, span, method) and setting, for the cells that two settings or more ran: seeds
     solved and the agent steps each seed took to solve (steps, not minutes: the settings may have run on
     different machines or beside other work)."""
-    per = {label: gather_cells(dirs, "--compare") for label, dirs in settings.items()}
-    keys = [k for k in dict.fromkeys(k for cells in per.values() for k in cells)
-            if sum(k in cells for cells in per.values()) >= 2]
+    per, keys = _shared_cells(settings)
     out = []
-    for key in sorted(keys, key=_suite_order):
+    for key in keys:
         for label, cells in per.items():
             if key not in cells:
                 continue
@@ -664,6 +671,53 @@ def plot_compare(rows: List[Dict], path: str) -> None:
     ax.set_yscale("log")  # spans from 0.1 M (short tasks) to tens of M steps
     ax.grid(alpha=0.3, axis="y", which="both")
     ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def compare_curves(settings: Dict[str, List[str]], window_episodes: int = 400) -> Dict[tuple, Dict[str, list]]:
+    """{(task, span, method): {setting: [success curve per seed]}} for the cells of :func:`compare`, read from
+    each run's metrics.csv (``read_success_curve``); a run whose directory is not kept here is left out."""
+    per, keys = _shared_cells(settings)
+    out: Dict[tuple, Dict[str, list]] = {}
+    for key in keys:
+        for label, cells in per.items():
+            for r in cells.get(key, ((), ()))[1]:
+                f = os.path.join(bench_run_dir(r["bench_dir"], *key, r["seed"]), "metrics.csv")
+                curve = read_success_curve(f, window_episodes=window_episodes) if os.path.exists(f) else []
+                if curve:
+                    out.setdefault(key, {}).setdefault(label, []).append(curve)
+    return out
+
+
+def plot_compare_curves(curves: Dict[tuple, Dict[str, list]], path: str, threshold: float) -> None:
+    """A panel per cell: each seed's success against agent steps, a colour per setting (steps, not minutes:
+    the settings may have run on different machines), so a fall after solving shows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(3, len(curves))
+    rows = math.ceil(len(curves) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+    labels = list(dict.fromkeys(label for by in curves.values() for label in by))
+    for ax, ((task, span, method), by) in zip(axes.flat, curves.items()):
+        for label, cs in by.items():
+            colour = f"C{labels.index(label)}"
+            for j, c in enumerate(cs):
+                ax.plot([st / 1e6 for _, st, _ in c], [v for *_, v in c], color=colour, lw=0.9, alpha=0.75,
+                        label=f"{label} ({len(cs)} seeds)" if j == 0 else None)
+        if task not in NO_THRESHOLD:
+            ax.axhline(threshold, color="grey", lw=0.8, ls="--")
+        ax.set_title(f"{task}, span {span}" + ("" if method == "rtrl" else f", {method}"))
+        ax.set_xlabel("M agent steps")
+        ax.set_ylabel("training success (return)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(curves):]:
+        ax.axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -841,7 +895,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                         "overrides are marked (*), with the keys")
     p.add_argument("--compare", nargs="+", metavar="LABEL=DIR[,DIR...]",
                    help="train nothing: settings side by side over the cells two or more of them ran, in agent "
-                        "steps to solve per seed (compare.md, compare.csv, compare.png under --out), e.g. "
+                        "steps to solve per seed (compare.md, compare.csv, compare.png under --out; "
+                        "compare_curves.png: each seed's success against agent steps, where the runs' directories "
+                        "are kept), e.g. "
                         "default=results/a,results/b contractive=results/c")
     p.add_argument("overrides", nargs="*",
                    help="key=value overrides applied to every run (e.g. learner.learning_rate=3e-3)")
@@ -855,6 +911,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             p.error("--compare: no task, span and method that two of the settings both ran")
         cells = len({(r["task"], r["span"], r["method"]) for r in rows})
         _write_outputs(args.out, "compare", rows, COMPARE_COLUMNS, compare_markdown, plot_compare, f"{cells} cells")
+        curves = compare_curves(parse_settings(args.compare), args.window_episodes)
+        if curves:  # the runs' metrics where their directories are kept here (runs/ is not in git)
+            plot_compare_curves(curves, os.path.join(args.out, "compare_curves.png"), args.threshold)
+            print(f"curves: {args.out}/compare_curves.png")
         return 0
     if args.matrix:
         try:

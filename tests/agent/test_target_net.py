@@ -163,3 +163,28 @@ def test_target_network_goes_into_the_learners_state_and_back():
 def test_target_tau_out_of_range_is_refused(value):
     with pytest.raises(ConfigError, match="target_tau"):
         load_config(None, [f"learner.target_tau={value}"])
+
+
+def test_a_run_with_a_target_network_checkpoints_it_and_resumes_from_it(tmp_path):
+    from r2ac.checkpoint import load_latest_checkpoint
+    from r2ac.runtime.local import train
+
+    def cfg(*extra):
+        return load_config("configs/quickstart.yaml", [
+            f"run_dir={tmp_path}", "env.num_envs=8", "learner.batch_size=8", "model.hidden_size=8",
+            "logger.tensorboard=false", "logger.progress_bar=false", "checkpoint.interval_s=.inf",
+            "learner.target_tau=0.05", *extra])
+
+    assert train(cfg("total_steps=1200"))["status"] == "finished"
+    ck = load_latest_checkpoint(str(tmp_path))
+    target, weights = ck["extra"]["learner"]["target_net"], ck["model"]
+    assert target.keys() == weights.keys()
+    moved = [k for k in weights if not torch.equal(target[k], weights[k])]
+    assert moved  # it lags the weights
+    s = train(cfg("total_steps=2400"), resume=True)
+    assert s["status"] == "finished"
+    ck2 = load_latest_checkpoint(str(tmp_path))
+    updates = ck2["extra"]["learner"]["updates"] - ck["extra"]["learner"]["updates"]
+    assert updates > 0
+    rows = open(tmp_path / "metrics.csv").read().splitlines()
+    assert "target_mean_value" in rows[0].split(",")  # (that resume loads the saved target: the test above)

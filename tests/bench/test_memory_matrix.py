@@ -92,6 +92,7 @@ def test_compare_sets_settings_side_by_side_in_steps(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["--compare", f"default={default},{rerun}", f"contractive={other}", "--out", str(out)]) == 0
     assert "2 cells" in capsys.readouterr().out and (out / "compare.png").stat().st_size > 1000
+    assert not (out / "compare_curves.png").exists()  # no run's metrics are kept here: no curves to draw
     written = list(csv.DictReader(open(out / "compare.csv")))
     assert len(written) == 4 and float(written[0]["min_settled"]) == pytest.approx(0.9319)
     for bad, says in ((["nolabel"], "LABEL=DIR"), ([f"a={default}"], "two settings or more"),
@@ -102,6 +103,34 @@ def test_compare_sets_settings_side_by_side_in_steps(tmp_path, capsys):
         with pytest.raises(SystemExit):
             main(["--compare", *bad, "--out", str(out)])
         assert says in capsys.readouterr().err, bad
+
+
+def test_compare_draws_each_kept_runs_success_curve_against_steps(tmp_path, capsys):
+    from r2ac.bench.memory import bench_run_dir, compare_curves, parse_settings
+
+    def bench(name, seeds_returns):
+        d = _bench(tmp_path / name, [_run("keydoor", 1000, "rtrl", s) for s in seeds_returns])
+        for seed, returns in seeds_returns.items():
+            run = bench_run_dir(d, "keydoor", 1000, "rtrl", seed)
+            os.makedirs(run)
+            rows = [{"wall_time": 2.0 * i, "step": 1000 * i, "episode_return": r, "episodes": 10 * i}
+                    for i, r in enumerate(returns, 1)]
+            write_csv(os.path.join(run, "metrics.csv"), rows, ["wall_time", "step", "episode_return", "episodes"])
+        return d
+
+    falls = bench("a", {0: [0.3, 0.95, 0.95, 0.3, 0.95], 1: [0.3, 0.4, 0.95, 0.95, 0.95]})
+    holds = bench("b", {0: [0.3, 0.95, 0.95, 0.95, 0.95]})  # seed 1's run directory is not kept here
+    curves = compare_curves(parse_settings([f"adam={falls}", f"target={holds}"]), window_episodes=10)
+    assert list(curves) == [("keydoor", 1000, "rtrl")]
+    cell = curves["keydoor", 1000, "rtrl"]
+    assert len(cell["adam"]) == 2 and len(cell["target"]) == 1
+    assert [v for *_, v in cell["adam"][0]] == [0.3, 0.95, 0.95, 0.3, 0.95]
+    assert [st for _, st, _ in cell["adam"][0]] == [1000, 2000, 3000, 4000, 5000]
+    out = tmp_path / "out"
+    assert main(["--compare", f"adam={falls}", f"target={holds}", "--out", str(out),
+                 "--window-episodes", "10"]) == 0
+    assert "compare_curves.png" in capsys.readouterr().out
+    assert (out / "compare_curves.png").stat().st_size > 1000
 
 
 def test_plot_spans_the_longest_run_not_the_default_minutes():
