@@ -691,9 +691,11 @@ def compare_curves(settings: Dict[str, List[str]], window_episodes: int = 400) -
     return out
 
 
-def plot_compare_curves(curves: Dict[tuple, Dict[str, list]], path: str, threshold: float) -> None:
+def plot_compare_curves(curves: Dict[tuple, Dict[str, list]], path: str, threshold: float,
+                        labels: Sequence[str] = ()) -> None:
     """A panel per cell: each seed's success against agent steps, a colour per setting (steps, not minutes:
-    the settings may have run on different machines), so a fall after solving shows."""
+    the settings may have run on different machines), so a fall after solving shows. ``labels``: the
+    settings in the order of their colours (C0, C1, ...), the same in every panel."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -702,7 +704,7 @@ def plot_compare_curves(curves: Dict[tuple, Dict[str, list]], path: str, thresho
     cols = min(3, len(curves))
     rows = math.ceil(len(curves) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
-    labels = list(dict.fromkeys(label for by in curves.values() for label in by))
+    labels = list(dict.fromkeys([*labels, *(label for by in curves.values() for label in by)]))
     for ax, ((task, span, method), by) in zip(axes.flat, curves.items()):
         for label, cs in by.items():
             colour = f"C{labels.index(label)}"
@@ -911,9 +913,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             p.error("--compare: no task, span and method that two of the settings both ran")
         cells = len({(r["task"], r["span"], r["method"]) for r in rows})
         _write_outputs(args.out, "compare", rows, COMPARE_COLUMNS, compare_markdown, plot_compare, f"{cells} cells")
-        curves = compare_curves(parse_settings(args.compare), args.window_episodes)
+        settings = parse_settings(args.compare)
+        curves = compare_curves(settings, args.window_episodes)
         if curves:  # the runs' metrics where their directories are kept here (runs/ is not in git)
-            plot_compare_curves(curves, os.path.join(args.out, "compare_curves.png"), args.threshold)
+            plot_compare_curves(curves, os.path.join(args.out, "compare_curves.png"), args.threshold, list(settings))
             print(f"curves: {args.out}/compare_curves.png")
         return 0
     if args.matrix:

@@ -119,7 +119,8 @@ def test_polyak_update_moves_parameters_by_tau_and_copies_buffers():
 def test_learner_bootstraps_from_its_target_and_moves_it_after_each_update(learner_cls):
     net, batch = _setup()
     learner = learner_cls(net, _cfg(target_tau=0.5, learning_rate=1e-2, lr_schedule="constant"), 10**6)
-    assert learner.target_net is not None and learner_cls(copy.deepcopy(net), _cfg(), 10**6).target_net is None
+    assert learner.target_net is not None
+    assert learner_cls(copy.deepcopy(net), _cfg(target_tau=0), 10**6).target_net is None
     target0 = [p.detach().clone() for p in learner.target_net.parameters()]
     # the values it bootstraps from are the target's, run from the batch's shipped state
     with torch.no_grad():
@@ -156,7 +157,7 @@ def test_target_network_goes_into_the_learners_state_and_back():
     older.load_state_dict(state)
     assert all(torch.equal(a, b) for a, b in zip(older.target_net.parameters(), older.net.parameters()))
     # a run without it saves none
-    assert "target_net" not in Learner(copy.deepcopy(net), _cfg(), 10**6).state_dict()
+    assert "target_net" not in Learner(copy.deepcopy(net), _cfg(target_tau=0), 10**6).state_dict()
 
 
 @pytest.mark.parametrize("value", ["-0.1", "1.5"])
@@ -173,7 +174,7 @@ def test_a_run_with_a_target_network_checkpoints_it_and_resumes_from_it(tmp_path
         return load_config("configs/quickstart.yaml", [
             f"run_dir={tmp_path}", "env.num_envs=8", "learner.batch_size=8", "model.hidden_size=8",
             "logger.tensorboard=false", "logger.progress_bar=false", "checkpoint.interval_s=.inf",
-            "learner.target_tau=0.05", *extra])
+            *extra])  # learner.target_tau: the default, 0.05
 
     assert train(cfg("total_steps=1200"))["status"] == "finished"
     ck = load_latest_checkpoint(str(tmp_path))
