@@ -3,6 +3,7 @@
 
     python tools/update_log.py RUN_DIR [RUN_DIR ...] [--factor F] [--window N] [--gap G] [--lead L] [--out CSV]
     python tools/update_log.py RUN_DIR --updates A:B [--columns c1,c2,...] [--plot PNG]
+    python tools/update_log.py RUN_DIR [RUN_DIR ...] --levels [--out CSV]
 
 Without ``--updates``: the gradient spikes of each run, an update whose pre-clip gradient norm is more than
 ``--factor`` times the median of the ``--window`` updates before it; spikes at most ``--gap`` updates apart
@@ -15,6 +16,10 @@ batch's signed mean value error (target minus value) with its mean value. Negati
 level rises toward its targets and grow as it falls away, a level pulled back. Positive: the errors grow with
 the level, the targets running away from the values they train (bootstrapping's divergence).
 ``lead_corr_before`` is the same over the ``--window`` updates before those.
+
+``--levels``: where each run's values went over the whole run: the range of the batch's mean value, the
+lowest and highest single value, and with a target network (``learner.target_tau``) the median and largest
+gap between the learner's mean value and the target's (``target_mean_value``).
 """
 
 from __future__ import annotations
@@ -124,6 +129,27 @@ def describe_events(u: Dict[str, np.ndarray], factor: float, window: int, gap: i
     return out
 
 
+LEVEL_COLUMNS = ("run", "updates", "mean_value_min", "mean_value_max", "value_min", "value_max", "target_gap_median",
+                 "target_gap_max")
+
+
+def value_levels(u: Dict[str, np.ndarray]) -> Dict:
+    """``--levels``: the ranges a run's values took over all its updates (NaN where the log lacks a column)."""
+    nan = np.full(len(next(iter(u.values()))), math.nan)
+
+    def ends(col, fn):
+        v = u.get(col, nan)
+        return float(fn(v)) if np.isfinite(v).any() else math.nan
+
+    gap = np.abs(u.get("mean_value", nan) - u.get("target_mean_value", nan))
+    ok = np.isfinite(gap)
+    return {"updates": len(nan), "mean_value_min": ends("mean_value", np.nanmin),
+            "mean_value_max": ends("mean_value", np.nanmax), "value_min": ends("value_min", np.nanmin),
+            "value_max": ends("value_max", np.nanmax),
+            "target_gap_median": float(np.median(gap[ok])) if ok.any() else math.nan,
+            "target_gap_max": float(gap[ok].max()) if ok.any() else math.nan}
+
+
 def window_rows(u: Dict[str, np.ndarray], first: int, last: int, columns: Sequence[str]) -> List[Dict]:
     """Rows of updates ``first``..``last`` (by update number) with ``columns``; an unknown column is an error
     that lists the log's columns."""
@@ -179,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--columns", default="", help="columns for --updates, comma-separated (default: those of "
                    + ",".join(WINDOW_COLUMNS) + " the log has)")
     p.add_argument("--plot", default="", help="with --updates: write a PNG of the values and gradient norms")
+    p.add_argument("--levels", action="store_true", help="instead of the events: the ranges each run's values took "
+                                                         "(and the gap to a target network's)")
     p.add_argument("--out", default="", help="write the rows as CSV")
     a = p.parse_args(argv)
     if a.factor <= 1 or a.window < 1 or a.gap < 0 or a.lead < 3:
@@ -202,12 +230,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     rows = []
     dirs = [run if os.path.isdir(run) else os.path.dirname(os.path.abspath(run)) for run in a.runs]
-    for run, name in zip(a.runs, run_labels(dirs)):
-        rows += [{"run": name, **r} for r in describe_events(read_updates(run), a.factor, a.window, a.gap, a.lead)]
 
     def cell(r, c):
         v = r.get(c, "")
         return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    if a.levels:
+        rows = [{"run": name, **value_levels(read_updates(run))} for run, name in zip(a.runs, run_labels(dirs))]
+        report_table(LEVEL_COLUMNS, [[cell(r, c) for c in LEVEL_COLUMNS] for r in rows], rows, LEVEL_COLUMNS, a.out)
+        return 0
+    for run, name in zip(a.runs, run_labels(dirs)):
+        rows += [{"run": name, **r} for r in describe_events(read_updates(run), a.factor, a.window, a.gap, a.lead)]
 
     report_table(EVENT_COLUMNS, [[cell(r, c) for c in EVENT_COLUMNS] for r in rows], rows, EVENT_COLUMNS, a.out)
     if not rows:

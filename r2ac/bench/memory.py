@@ -696,14 +696,7 @@ def plot_compare_curves(curves: Dict[tuple, Dict[str, list]], path: str, thresho
     """A panel per cell: each seed's success against agent steps, a colour per setting (steps, not minutes:
     the settings may have run on different machines), so a fall after solving shows. ``labels``: the
     settings in the order of their colours (C0, C1, ...), the same in every panel."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    cols = min(3, len(curves))
-    rows = math.ceil(len(curves) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+    fig, axes = _panels(len(curves))
     labels = list(dict.fromkeys([*labels, *(label for by in curves.values() for label in by)]))
     for ax, ((task, span, method), by) in zip(axes.flat, curves.items()):
         for label, cs in by.items():
@@ -718,11 +711,7 @@ def plot_compare_curves(curves: Dict[tuple, Dict[str, list]], path: str, thresho
         ax.set_ylabel("training success (return)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(curves):]:
-        ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save_panels(fig, axes, len(curves), path)
 
 
 def matrix_cell(row: Dict) -> str:
@@ -810,6 +799,29 @@ def plot_matrix(rows: List[Dict], path: str) -> None:
     plt.close(fig)
 
 
+def _panels(n: int):
+    """A figure of ``n`` panels, three to a row: (fig, axes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(3, n)
+    fig, axes = plt.subplots(math.ceil(n / cols), cols, figsize=(5.2 * cols, 3.6 * math.ceil(n / cols)), squeeze=False)
+    return fig, axes
+
+
+def _save_panels(fig, axes, n: int, path: str) -> None:
+    """Blank the panels past the first ``n``, write the figure to ``path`` and close it."""
+    import matplotlib.pyplot as plt
+
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_horizon_s(curves: Dict[str, list], minutes: float) -> float:
     """The wall time the curves' plot spans: the longest curve's end, or ``minutes`` when there is none. With
     ``--report`` the runs may have had other budgets than this call's ``--minutes`` (default 10), and a plot
@@ -819,16 +831,10 @@ def plot_horizon_s(curves: Dict[str, list], minutes: float) -> float:
 
 
 def plot(runs: List[Dict], curves: Dict[str, list], path: str, threshold: float, minutes: float) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     panels = sorted({(r["task"], r["span"]) for r in runs}, key=lambda p: (*task_order(p[0]), p[1]))
-    cols = min(3, len(panels))
-    rows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+    fig, axes = _panels(len(panels))
     grid = np.linspace(0, plot_horizon_s(curves, minutes), 121)
     for ax, (task, span) in zip(axes.flat, panels):
         for i, method in enumerate(METHODS):
@@ -850,11 +856,7 @@ def plot(runs: List[Dict], curves: Dict[str, list], path: str, threshold: float,
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:  # no curve yet: a run shorter than one success window
             ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save_panels(fig, axes, len(panels), path)
 
 
 def _write_outputs(out: str, stem: str, rows: List[Dict], columns: Sequence[str], markdown, plot_fn,

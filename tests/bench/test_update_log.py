@@ -92,3 +92,26 @@ def test_reads_a_real_runs_log(tmp_path, capsys, load_tool, tiny_run):
     assert tool.main([str(run), "--updates", f"1:{last}"]) == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == 2 + last
     assert tool.main([str(run), "--window", "1", "--factor", "1.01"]) == 0
+
+
+def test_levels_give_each_runs_value_ranges_and_the_gap_to_its_target(load_tool, tmp_path, capsys):
+    tool = load_tool("update_log")
+    plain, target = tmp_path / "plain", tmp_path / "target"
+    plain.mkdir()
+    target.mkdir()
+    _write_log(plain / "updates.csv", np.ones(6), [0.5, 0.7, -61.0, 0.2, 38.0, 0.9])
+    with open(target / "updates.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "update", "mean_value", "value_min", "value_max", "target_mean_value"])
+        for i, (v, t) in enumerate(zip([0.1, 0.4, 0.6], [0.1, 0.3, 0.65])):
+            w.writerow([320 * (i + 1), i + 1, v, v - 0.2, v + 0.4, t])
+    lv = tool.value_levels(tool.read_updates(str(plain)))
+    assert (lv["updates"], lv["mean_value_min"], lv["mean_value_max"]) == (6, -61.0, 38.0)
+    assert (lv["value_min"], lv["value_max"]) == (-61.5, 38.5) and np.isnan(lv["target_gap_median"])
+    lt = tool.value_levels(tool.read_updates(str(target)))
+    assert lt["target_gap_median"] == pytest.approx(0.05) and lt["target_gap_max"] == pytest.approx(0.1)
+    out = tmp_path / "levels.csv"
+    assert tool.main([str(plain), str(target), "--levels", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "target_gap_median" in printed and "-61" in printed
+    assert len(list(csv.DictReader(open(out)))) == 2
