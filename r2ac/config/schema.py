@@ -200,11 +200,11 @@ class LearnerConfig:
     target_tau: float = _f(
         0.05, "value targets from a slowly moving copy of the network: V-trace's V(x_s) and bootstrap V(x_M) come from "
         "a target network, run over each batch from the shipped core state (R2D2's stored state) and moved toward "
-        "the learner's weights by target_tau after each update (Polyak averaging; 1 = a copy of the weights before "
-        "this update's step); the policy gradient's baseline stays the learner's own value. A target that lags "
-        "cannot run away with the values it trains: at 0.05 no key-to-door run at 100x M fell after solving, "
-        "where 2 of 3 did with the learner's own values (docs/results.md, 'A target network for the bootstraps'); "
-        "0 = off, the learner's own values (IMPALA)", ge=0.0, le=1.0)
+        "the learner's weights by target_tau after each update (Polyak averaging; 1 follows the weights exactly: the "
+        "targets of 0, for one more forward pass); the policy gradient's baseline stays the learner's own value. "
+        "A target that lags cannot run away with the values it trains: at 0.05 no key-to-door run at 100x M fell "
+        "after solving, where 2 of 3 did with the learner's own values (docs/results.md, 'A target network for the "
+        "bootstraps'); 0 = off, the learner's own values (IMPALA)", ge=0.0, le=1.0)
     grad_norm_clip: float = _f(40.0, "global gradient-norm clip (0 = off)", ge=0.0)
     truncation_bootstrap: bool = _f(
         False, "where a time limit cuts an episode and the env reports its final observation (POPGym, MuJoCo, "

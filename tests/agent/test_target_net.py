@@ -189,3 +189,15 @@ def test_a_run_with_a_target_network_checkpoints_it_and_resumes_from_it(tmp_path
     assert updates > 0
     rows = open(tmp_path / "metrics.csv").read().splitlines()
     assert "target_mean_value" in rows[0].split(",")  # (that resume loads the saved target: the test above)
+
+
+def test_target_tau_1_follows_the_weights_and_trains_as_without_a_target():
+    """At 1 the target is the weights after each update, so each update's targets are those of 0."""
+    net, batch = _setup(seed=3)
+    a = Learner(copy.deepcopy(net), _cfg(target_tau=0, learning_rate=1e-2), 10**6)
+    b = Learner(copy.deepcopy(net), _cfg(target_tau=1, learning_rate=1e-2), 10**6)
+    for _ in range(3):
+        sa, sb = a.update(batch), b.update(batch)
+        assert sa["baseline_loss"] == pytest.approx(sb["baseline_loss"], rel=1e-9)
+    for pa, pb in zip(a.net.parameters(), b.net.parameters()):
+        assert torch.allclose(pa, pb, rtol=1e-9, atol=1e-12)
