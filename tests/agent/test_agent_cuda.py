@@ -1,7 +1,8 @@
 """The learners on a CUDA device (skipped without one): one update on the GPU computes the CPU's loss,
 statistics and gradient (float64, 1e-9 relative), for IMPALA and the A2C reference, RTRL and TBPTT, with the
 raw-frame centring (the median on the GPU is torch's, on the CPU the 8-bit path) and the learner's own
-sensitivities, and the clipped extra passes, the KL-adapted rate and lambda-returns."""
+sensitivities, the clipped extra passes, the KL-adapted rate and lambda-returns, and the target network of the
+bootstraps (its values and its Polyak step; without one too)."""
 
 import copy
 
@@ -22,12 +23,14 @@ CASES = [(Learner, "rtrl", False, {}), (Learner, "tbptt", False, {}), (A2CLearne
          (Learner, "rtrl", "median_feed_mean+spread+running", {}),
          (Learner, "rtrl", False, {"sensitivities": "learner"}),
          (Learner, "rtrl", False, {"epochs": 3, "kl_target": 1e-3, "vtrace_lambda": 0.9}),
-         (A2CLearner, "rtrl", False, {"vtrace_lambda": 0.9, "log_update_kl": "true"})]
+         (A2CLearner, "rtrl", False, {"vtrace_lambda": 0.9, "log_update_kl": "true"}),
+         (Learner, "rtrl", False, {"target_tau": 0.0}), (Learner, "rtrl", "median_feed_mean+spread+running",
+                                                         {"target_tau": 0.5})]
 
 
 @pytest.mark.parametrize("cls, learning, pixels, extra", CASES,
                          ids=["impala-rtrl", "impala-tbptt", "a2c-rtrl", "impala-rtrl-pixels", "learner-sens",
-                              "impala-passes-kl-lambda", "a2c-lambda-kl"])
+                              "impala-passes-kl-lambda", "a2c-lambda-kl", "no-target", "pixels-target-0.5"])
 def test_update_on_cuda_equals_the_cpu(cls, learning, pixels, extra, cuda):
     net, venv = _net(learning, pixels=pixels)
     actor = Actor(copy.deepcopy(net), venv, M, seed=3)
@@ -49,6 +52,15 @@ def test_update_on_cuda_equals_the_cpu(cls, learning, pixels, extra, cuda):
         assert ((g_gpu[n].cpu() - g).abs().max() / g.abs().max().clamp_min(1e-300)) < 1e-9, n
     for n, p in gpu.net.named_parameters():
         assert p.device.type == "cuda", n
+    tau = float(extra.get("target_tau", cfg.target_tau))
+    assert (gpu.target_net is None) == (cpu.target_net is None) == (tau == 0)
+    if tau > 0:  # the target network moved toward the new weights by the same Polyak step on both devices
+        assert "target_mean_value" in s_cpu
+        t_cpu, t_gpu = cpu.target_net.state_dict(), gpu.target_net.state_dict()
+        assert t_cpu.keys() == t_gpu.keys()
+        for n, v in t_cpu.items():
+            assert t_gpu[n].device.type == "cuda", n
+            assert torch.allclose(t_gpu[n].cpu(), v, rtol=1e-9, atol=1e-12), n
     if extra.get("sensitivities") == "learner":
         assert cpu.end_sensitivities is not None
         for k, v in cpu.end_sensitivities.items():

@@ -43,6 +43,9 @@ def test_training_on_cuda_saves_for_the_cpu_and_resumes_anywhere(run, tmp_path, 
     assert all(v.device.type == "cpu" for v in ck["model"].values())
     for v in ck["model"].values():
         assert torch.isfinite(v).all()
+    target = ck["extra"]["learner"].get("target_net")  # the bootstraps' target network (target_tau > 0)
+    assert target is not None and target.keys() == ck["model"].keys()
+    assert all(v.device.type == "cpu" and torch.isfinite(v).all() for v in target.values())
     # resume on the GPU, then on the CPU (a checkpoint from a GPU run continued on a laptop)
     s2 = train(_cfg(tmp_path, "cuda", *extra, "total_steps=6000"), resume=True)
     ck2 = load_latest_checkpoint(str(tmp_path))
