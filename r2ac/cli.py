@@ -120,21 +120,39 @@ def _eval(args) -> int:
 
 
 def _sweep(args) -> int:
-    from r2ac.sweep import build_sweep, parse_seeds, run_sweep
+    from r2ac.sweep import build_sweep, load_sweep, parse_seeds, run_sweep
 
-    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     if args.num_cpus is not None and args.num_cpus < 1:
         raise ValueError("--num-cpus must be >= 1")
-    sweep = build_sweep(args.config, args.overrides, seeds, name=args.name, sweep_dir=args.dir)
-    points = len(sweep.runs) // max(len(sweep.seeds), 1)
-    where = "one after another in this process" if args.local else (
-        f"as Ray tasks on {args.address}" if args.address else "as Ray tasks on a local Ray instance")
-    print(f"sweep {sweep.name}: {len(sweep.runs)} runs ({points} grid point{'s' * (points != 1)} x "
-          f"{len(sweep.seeds)} seed{'s' * (len(sweep.seeds) != 1)}) {where}, in {sweep.sweep_dir}", flush=True)
+    if args.resume:
+        overrides = ([args.config] if args.config else []) + args.overrides
+        given = [f"--{k}" for k in ("seeds", "name", "dir") if getattr(args, k) is not None]
+        given += [o for o in overrides if "=" not in o]  # a config: the sweep's own is saved there
+        if given:
+            raise SystemExit(f"r2ac sweep --resume: {', '.join(given)} cannot be given on resume (the sweep's runs "
+                             f"and configs are the ones saved in {args.resume}); give --resume SWEEP_DIR, key=value "
+                             "overrides for every run and where to run (--local, --address, --num-cpus)")
+        sweep = load_sweep(args.resume, overrides)
+        where = "one after another in this process" if args.local else (
+            f"as Ray tasks on {args.address}" if args.address else "as Ray tasks on a local Ray instance")
+        print(f"sweep {sweep.name}: resuming {len(sweep.runs)} runs {where}, in {sweep.sweep_dir}", flush=True)
+    else:
+        if not args.config:
+            raise SystemExit("r2ac sweep: give a config (a YAML file, or a name from `r2ac list configs`, e.g. "
+                             "quickstart) or --resume SWEEP_DIR")
+        seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+        sweep = build_sweep(args.config, args.overrides, seeds, name=args.name, sweep_dir=args.dir)
+        points = len(sweep.runs) // max(len(sweep.seeds), 1)
+        where = "one after another in this process" if args.local else (
+            f"as Ray tasks on {args.address}" if args.address else "as Ray tasks on a local Ray instance")
+        print(f"sweep {sweep.name}: {len(sweep.runs)} runs ({points} grid point{'s' * (points != 1)} x "
+              f"{len(sweep.seeds)} seed{'s' * (len(sweep.seeds) != 1)}) {where}, in {sweep.sweep_dir}", flush=True)
     try:
-        rows = run_sweep(sweep, local=args.local, address=args.address, num_cpus=args.num_cpus)
+        rows = run_sweep(sweep, local=args.local, address=args.address, num_cpus=args.num_cpus,
+                         resume=bool(args.resume))
     except KeyboardInterrupt:
-        print(f"r2ac sweep: interrupted; finished runs are in {sweep.sweep_dir}/results.csv", file=sys.stderr)
+        print(f"r2ac sweep: interrupted; the runs' rows are in {sweep.sweep_dir}/results.csv; continue with "
+              f"`r2ac sweep --resume {sweep.sweep_dir}`", file=sys.stderr)
         return 130
     failed = [r for r in rows if r["status"] != "finished"]
     if failed:
@@ -261,8 +279,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                                    "('key=[a, b]'; a plain key=value applies to every run), each run in its own "
                                    "directory under the sweep directory; every config is checked before any run "
                                    "starts. At the end a results table, also in SWEEP_DIR/results.csv. With "
-                                   "logger.wandb the runs form one W&B group named after the sweep.")
-    p.add_argument("config", help="YAML config or a shipped config's name, e.g. quickstart")
+                                   "logger.wandb the runs form one W&B group named after the sweep. Ctrl-C or "
+                                   "SIGTERM stops every run with a checkpoint; --resume SWEEP_DIR continues.")
+    p.add_argument("config", nargs="?", default=None,
+                   help="YAML config or a shipped config's name, e.g. quickstart")
     p.add_argument("overrides", nargs="*", help="grid axes 'key=[a, b]' and key=value overrides for every run")
     p.add_argument("--seeds", default=None, help="seeds, e.g. 0,1,2 or 0-4 (default: the config's seed)")
     p.add_argument("--local", action="store_true", help="run one after another in this process instead of on Ray")
@@ -272,6 +292,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--num-cpus", type=int, default=None, help="CPU slots of the local Ray instance, which runs "
                                                              "share by what they use (default: all cores)")
     p.add_argument("--address", default=None, metavar="ADDR", help="run the tasks on the Ray cluster at ADDR")
+    p.add_argument("--resume", default=None, metavar="SWEEP_DIR",
+                   help="continue the sweep in SWEEP_DIR: finished runs are kept, interrupted ones continue from "
+                        "their checkpoints, the rest start (each with the config saved at the sweep's start and "
+                        "the key=value overrides given, e.g. a longer total_steps)")
     p = sub.add_parser("plot", help="learning curves over seeds and IQM of final scores (PNG + CSV)",
                        description="Curves of RUN directories (or every run of a sweep directory) against env "
                                    "frames: runs that differ only in the seed (or share a sweep's grid point) are "

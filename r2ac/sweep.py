@@ -19,7 +19,14 @@ With ``logger.wandb``, a sweep's runs form one W&B group (the sweep's name) and 
 ``<sweep>/<label>/seed<k>``. At the end one table (status, agent steps, final training return, final
 evaluation return where ``eval.at_end`` ran, wall time) is printed and written to ``<sweep_dir>/results.csv``;
 ``<sweep_dir>/sweep.json`` describes the sweep (``r2ac plot SWEEP_DIR`` groups the runs by grid point) and
-``<sweep_dir>/logs/`` holds each run's output.
+``<sweep_dir>/logs/`` holds each run's output and ``<sweep_dir>/configs/`` each run's resolved config.
+
+Ctrl-C or SIGTERM (``kill``, ``ray job stop``, a batch scheduler's limit) stops the sweep cleanly: each run
+in progress stops after its update, writes its checkpoint and summary, and the table marks it
+``interrupted``. ``r2ac sweep --resume SWEEP_DIR [key=value ...]`` then continues the sweep: runs that finished
+are kept, interrupted (and failed) runs continue from their newest checkpoint, runs never started start, each
+with the config saved for it at the sweep's start and the overrides given (``total_steps=...`` also extends
+finished runs).
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
-from r2ac.config import Config, ConfigError, config_to_dict, load_config
+from r2ac.config import Config, ConfigError, config_to_dict, load_config, save_config
 from r2ac.fileio import atomic_write_text
 
 RESULT_COLUMNS = ("run", "seed", "status", "steps", "final_return", "eval_return", "wall_s", "run_dir")
@@ -323,6 +330,83 @@ def build_sweep(config: str, args: Sequence[str], seeds: Optional[Sequence[int]]
     return Sweep(name, sweep_dir, str(config), fixed, grid, seeds, runs)
 
 
+def _leaf(sweep: Sweep, run: SweepRun) -> str:
+    return os.path.relpath(run.run_dir, sweep.sweep_dir)
+
+
+def _config_path(sweep_dir: str, leaf: str) -> str:
+    return os.path.join(sweep_dir, "configs", leaf + ".yaml")
+
+
+def save_sweep(sweep: Sweep) -> None:
+    """``sweep.json`` and every run's resolved config (``configs/<leaf>.yaml``): what ``--resume`` reads."""
+    os.makedirs(os.path.join(sweep.sweep_dir, "logs"), exist_ok=True)
+    os.makedirs(os.path.join(sweep.sweep_dir, "configs"), exist_ok=True)
+    for run in sweep.runs:
+        save_config(run.cfg, _config_path(sweep.sweep_dir, _leaf(sweep, run)))
+    atomic_write_text(os.path.join(sweep.sweep_dir, "sweep.json"), json.dumps(sweep.describe(), indent=2) + "\n")
+
+
+def load_sweep(sweep_dir: str, overrides: Sequence[str] = ()) -> Sweep:
+    """The sweep saved in ``sweep_dir`` (``sweep.json`` and ``configs/``), for ``r2ac sweep --resume``: each
+    run's config as saved at the sweep's start (or, for a sweep saved without them, as its run saved it), with
+    ``key=value`` ``overrides`` for every run (e.g. a longer ``total_steps``)."""
+    reserved = [o for o in overrides if o.split("=", 1)[0].strip() in RESERVED_KEYS]
+    if reserved:
+        raise ConfigError([f"{o}: a run's {o.split('=', 1)[0].strip()} is fixed by the sweep; start a new sweep "
+                           "to change it" for o in reserved], source=f"--resume {sweep_dir}")
+    path = os.path.join(sweep_dir, "sweep.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--resume {sweep_dir}: no sweep.json there (is it a sweep directory? `r2ac sweep` "
+                                "writes one at its start)")
+    with open(path, encoding="utf-8") as f:
+        d = json.load(f)
+    runs, missing = [], []
+    for r in d["runs"]:
+        leaf = r["run_dir"]
+        run_dir = os.path.join(sweep_dir, leaf)
+        cfg_path = next((p for p in (_config_path(sweep_dir, leaf), os.path.join(run_dir, "config.yaml"))
+                         if os.path.isfile(p)), None)
+        if cfg_path is None:
+            missing.append(leaf)
+            continue
+        cfg = load_config(cfg_path, [*overrides, f"run_dir={run_dir}"])
+        runs.append(SweepRun(r["label"], dict(r["point"]), int(r["seed"]), r["name"], run_dir,
+                             os.path.join(sweep_dir, "logs", leaf + ".log"), cfg))
+    if missing:
+        raise FileNotFoundError(f"--resume {sweep_dir}: no saved config for {', '.join(missing[:3])}"
+                                f"{' and more' if len(missing) > 3 else ''} (neither configs/<run>.yaml nor the "
+                                "run's config.yaml): start that part again as a new sweep")
+    grid = [(k, list(v)) for k, v in d.get("grid", {}).items()]
+    return Sweep(d["name"], sweep_dir, d["config"], list(d.get("overrides", [])), grid,
+                 [int(x) for x in d.get("seeds", [])], runs)
+
+
+def summary_row(run_dir: str, status: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """A results row from a run's ``summary.json`` (``None`` where there is none): its status (or ``status``),
+    agent steps, final training return and final evaluation return; ``wall_s`` is left to the caller."""
+    try:
+        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
+            summary = json.load(f)
+    except (OSError, ValueError):
+        return None
+    ev = summary.get("eval") or {}
+    row = {"status": status or summary.get("status", "finished"), "steps": int(summary.get("step", 0)),
+           "final_return": summary.get("recent_return"), "eval_return": ev.get("mean")}
+    for k in ("final_return", "eval_return"):
+        row[k] = float("nan") if row[k] is None else float(row[k])
+    return row
+
+
+def _previous_wall(sweep: Sweep) -> Dict[str, float]:
+    """Each run's wall time in the sweep's last ``results.csv`` (by run directory)."""
+    try:
+        with open(os.path.join(sweep.sweep_dir, "results.csv"), encoding="utf-8", newline="") as f:
+            return {os.path.normpath(r["run_dir"]): float(r["wall_s"] or "nan") for r in csv.DictReader(f)}
+    except (OSError, KeyError, ValueError):
+        return {}
+
+
 # ------------------------------------------------------------------ running
 
 
@@ -359,10 +443,10 @@ def _one_line(e: BaseException) -> str:
     return " ".join(f"{type(e).__name__}: {e}".split())
 
 
-def run_one(cfg: Config, log_path: str) -> Dict[str, Any]:
-    """Train one run of a sweep (in a Ray task or in this process), its output to ``log_path``. Never
-    raises: a failed run is a row with its one-line reason (and leaves no run directory without a
-    checkpoint behind)."""
+def run_one(cfg: Config, log_path: str, resume: bool = False) -> Dict[str, Any]:
+    """Train one run of a sweep (in a Ray task or in this process), its output to ``log_path``; ``resume``
+    continues it from its newest checkpoint. Never raises: a failed run is a row with its one-line reason (and
+    leaves no run directory without a checkpoint behind)."""
     from r2ac.runtime.pipeline import run_training
 
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
@@ -372,19 +456,13 @@ def run_one(cfg: Config, log_path: str) -> Dict[str, Any]:
     with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), \
             contextlib.redirect_stderr(log):
         try:
-            summary = run_training(cfg)
+            summary = run_training(cfg, resume=resume)
             row.update(status=summary.get("status", "finished"), steps=int(summary.get("step", 0)),
                        final_return=summary.get("recent_return"))
             if summary.get("eval"):
                 row["eval_return"] = summary["eval"]["mean"]
         except KeyboardInterrupt:  # the run wrote its checkpoint and summary on the way out: report where it got
-            row["status"] = "interrupted"
-            try:
-                with open(os.path.join(cfg.run_dir, "summary.json")) as f:
-                    summary = json.load(f)
-                row.update(steps=int(summary.get("step", 0)), final_return=summary.get("recent_return"))
-            except (OSError, ValueError):
-                pass
+            row.update(summary_row(cfg.run_dir, "interrupted") or {"status": "interrupted"})
         except Exception as e:
             import traceback
 
@@ -405,9 +483,11 @@ def _ray_task():
     return ray.remote(max_retries=0)(run_one)
 
 
-def _run_on_ray(sweep: Sweep, address: Optional[str], num_cpus: Optional[int],
-                report) -> List[Dict[str, Any]]:
+def _run_on_ray(sweep: Sweep, todo: Dict[int, bool], address: Optional[str], num_cpus: Optional[int],
+                report) -> Dict[int, Dict[str, Any]]:
     import ray
+
+    from r2ac.runtime import sigterm_as_interrupt
 
     capacity = float(num_cpus or os.cpu_count() or 1)
     owns = False
@@ -415,24 +495,27 @@ def _run_on_ray(sweep: Sweep, address: Optional[str], num_cpus: Optional[int],
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            need = max(run_resources(r.cfg, capacity)["cpus"] for r in sweep.runs)
+            need = max(run_resources(sweep.runs[i].cfg, capacity)["cpus"] for i in todo)
             ray.init(num_cpus=int(max(capacity, math.ceil(need))), include_dashboard=False, log_to_driver=False)
         owns = True
     try:
-        return _run_tasks(sweep, report, float(ray.cluster_resources().get("CPU", capacity)))
+        # SIGTERM as Ctrl-C (ray.init's own handler would end this process at once, and the runs with it)
+        with sigterm_as_interrupt():
+            return _run_tasks(sweep, todo, report, float(ray.cluster_resources().get("CPU", capacity)))
     finally:
         if owns:
             ray.shutdown()
 
 
-def _run_tasks(sweep: Sweep, report, capacity: float) -> List[Dict[str, Any]]:
-    """Start the sweep's runs as Ray tasks while ``capacity`` CPUs allow and collect their rows; on Ctrl-C the
-    running ones are cancelled (each writes its checkpoint) and ``_Interrupted`` carries the rows."""
+def _run_tasks(sweep: Sweep, todo: Dict[int, bool], report, capacity: float) -> Dict[int, Dict[str, Any]]:
+    """Start the runs ``todo`` (index -> resume it) as Ray tasks while ``capacity`` CPUs allow and collect
+    their rows; on Ctrl-C (or SIGTERM) the running ones are cancelled (each stops after its update and writes
+    its checkpoint and summary) and ``_Interrupted`` carries the rows."""
     import ray
 
     task = _ray_task()
-    results: List[Optional[Dict[str, Any]]] = [None] * len(sweep.runs)
-    waiting = list(range(len(sweep.runs)))
+    results: Dict[int, Dict[str, Any]] = {}
+    waiting = list(todo)
     running: Dict[Any, Tuple[int, float]] = {}
     used = 0.0
     try:
@@ -444,7 +527,7 @@ def _run_tasks(sweep: Sweep, report, capacity: float) -> List[Dict[str, Any]]:
                 if running and used + res["cpus"] > capacity + 1e-9:
                     break
                 ref = task.options(num_cpus=res["num_cpus"], num_gpus=res["num_gpus"]).remote(
-                    task_config(sweep.runs[i].cfg, res), sweep.runs[i].log_path)
+                    task_config(sweep.runs[i].cfg, res), sweep.runs[i].log_path, todo[i])
                 running[ref] = (i, res["cpus"])
                 used += res["cpus"]
                 waiting.pop(0)
@@ -461,15 +544,18 @@ def _run_tasks(sweep: Sweep, report, capacity: float) -> List[Dict[str, Any]]:
                                   "wall_s": float("nan")}
                 report("done", sweep.runs[i], results[i])
     except KeyboardInterrupt:
+        t0 = time.time()
         for ref in running:  # the runs get a KeyboardInterrupt: each writes a checkpoint and stops
             ray.cancel(ref)
         for ref, (i, _) in running.items():
             try:
                 results[i] = ray.get(ref, timeout=120)
-            except Exception:
-                results[i] = None
+            except Exception:  # cancelled: the run's summary says where it stopped
+                row = summary_row(sweep.runs[i].run_dir, "interrupted")
+                if row is not None:
+                    results[i] = dict(row, wall_s=time.time() - t0)
         raise _Interrupted(results)
-    return results  # type: ignore[return-value]
+    return results
 
 
 class _Interrupted(Exception):
@@ -479,40 +565,63 @@ class _Interrupted(Exception):
 
 
 def run_sweep(sweep: Sweep, *, local: bool = False, address: Optional[str] = None,
-              num_cpus: Optional[int] = None, out=None) -> List[Dict[str, Any]]:
-    """Run every run of ``sweep`` and write ``results.csv``; returns the result rows (in run order)."""
+              num_cpus: Optional[int] = None, out=None, resume: bool = False) -> List[Dict[str, Any]]:
+    """Run every run of ``sweep`` and write ``results.csv``; returns the result rows (in run order). With
+    ``resume`` (a sweep from :func:`load_sweep`) the runs whose summary says finished at their ``total_steps``
+    are kept, those with a checkpoint continue from it and the others start."""
     out = out or sys.stdout
-    if os.path.isdir(sweep.sweep_dir) and os.listdir(sweep.sweep_dir):
-        raise FileExistsError(f"sweep directory {sweep.sweep_dir} exists and is not empty; give another --name "
-                              "or remove it")
-    os.makedirs(os.path.join(sweep.sweep_dir, "logs"), exist_ok=True)
-    atomic_write_text(os.path.join(sweep.sweep_dir, "sweep.json"), json.dumps(sweep.describe(), indent=2) + "\n")
-    total, finished = len(sweep.runs), [0]
+    total = len(sweep.runs)
+    results: List[Optional[Dict[str, Any]]] = [None] * total
+    todo: Dict[int, bool] = {}  # run index -> resume it from its checkpoint
+    if resume:
+        wall = _previous_wall(sweep)
+        for i, run in enumerate(sweep.runs):
+            row = summary_row(run.run_dir)
+            if row is not None and row["status"] == "finished" and row["steps"] >= run.cfg.total_steps:
+                results[i] = dict(row, wall_s=wall.get(os.path.normpath(run.run_dir), float("nan")))
+            else:
+                todo[i] = _holds_checkpoints(run.run_dir)
+    else:
+        if os.path.isdir(sweep.sweep_dir) and os.listdir(sweep.sweep_dir):
+            raise FileExistsError(f"sweep directory {sweep.sweep_dir} exists and is not empty; continue it with "
+                                  f"`r2ac sweep --resume {sweep.sweep_dir}`, or give another --name")
+        save_sweep(sweep)
+        todo = {i: False for i in range(total)}
+    finished = [total - len(todo)]
+    resumed = {id(sweep.runs[i]) for i, again in todo.items() if again}
 
     def report(event: str, run: SweepRun, row: Optional[Dict[str, Any]]) -> None:
         if event == "start":
-            print(f"[sweep {sweep.name}] started {run.title} ({run.run_dir})", file=out, flush=True)
+            how = "resumed" if id(run) in resumed else "started"
+            print(f"[sweep {sweep.name}] {how} {run.title} ({run.run_dir})", file=out, flush=True)
         else:
             finished[0] += 1
             print(f"[sweep {sweep.name}] {finished[0]}/{total} {run.title}: {row['status']}, {row['steps']:,} steps, "
                   f"return {_fmt(row['final_return'])}, {_fmt(row['wall_s'], 1)} s", file=out, flush=True)
 
+    if resume:
+        print(f"[sweep {sweep.name}] {total - len(todo)} of {total} runs finished before: kept; "
+              f"{sum(todo.values())} resume from their checkpoints, {len(todo) - sum(todo.values())} start",
+              file=out, flush=True)
     interrupted = False
-    if local:
-        results: List[Optional[Dict[str, Any]]] = []
-        for run in sweep.runs:
+    if not todo:
+        pass
+    elif local:
+        for i, resume_it in todo.items():
+            run = sweep.runs[i]
             report("start", run, None)
-            results.append(run_one(run.cfg, run.log_path))
-            report("done", run, results[-1])
-            if results[-1]["status"] == "interrupted":
+            results[i] = run_one(run.cfg, run.log_path, resume_it)
+            report("done", run, results[i])
+            if results[i]["status"] == "interrupted":
                 interrupted = True
                 break
-        results += [None] * (total - len(results))
     else:
         try:
-            results = _run_on_ray(sweep, address, num_cpus, report)
+            done = _run_on_ray(sweep, todo, address, num_cpus, report)
         except _Interrupted as e:
-            results, interrupted = e.results, True
+            done, interrupted = e.results, True
+        for i, row in done.items():
+            results[i] = row
     rows = result_rows(sweep, results)
     write_results(sweep, rows)
     print(format_table(sweep, rows), file=out, flush=True)

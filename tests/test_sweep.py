@@ -193,7 +193,7 @@ def test_an_interrupted_run_reports_the_steps_it_reached(tmp_path, monkeypatch):
 
     cfg = load_config("quickstart", [f"run_dir={tmp_path / 'run'}"])
 
-    def interrupted(cfg):
+    def interrupted(cfg, resume=False):
         os.makedirs(cfg.run_dir)
         with open(os.path.join(cfg.run_dir, "summary.json"), "w") as f:
             json.dump({"status": "interrupted", "step": 1234, "recent_return": 0.5}, f)
@@ -202,3 +202,97 @@ def test_an_interrupted_run_reports_the_steps_it_reached(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "run_training", interrupted)
     row = run_one(cfg, str(tmp_path / "logs" / "run.log"))
     assert (row["status"], row["steps"], row["final_return"]) == ("interrupted", 1234, 0.5)
+
+
+def _metric_rows(run_dir) -> int:
+    try:
+        with open(os.path.join(run_dir, "metrics.csv")) as f:
+            return max(sum(1 for _ in f) - 1, 0)
+    except FileNotFoundError:
+        return 0
+
+
+def _learner_counts(run_dir):
+    from r2ac.checkpoint import load_latest_checkpoint
+
+    ck = load_latest_checkpoint(str(run_dir))
+    learner = ck["extra"]["learner"]
+    return ck["counters"]["step"], learner["updates"], float(learner["optimizer"]["state"][0]["step"])
+
+
+def test_a_sweep_on_ray_stopped_by_sigterm_checkpoints_its_runs_and_resumes(tmp_path, capsys):
+    """SIGTERM to `r2ac sweep` on a real local Ray instance (`ray job stop`, `kill`, a scheduler's limit): each
+    run stops after its update with a checkpoint and summary, the table marks it interrupted, the command exits
+    130 and names --resume. `--resume` continues both runs from their checkpoints (counters and optimizer
+    steps continued) to a longer total_steps; a second resume keeps the finished runs; one with a longer
+    total_steps extends them in this process (--local)."""
+    import subprocess
+    import sys
+
+    from procs import sigterm_when
+
+    pytest.importorskip("ray")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "s"
+    runs = [out / "seed0", out / "seed1"]
+    args = ["total_steps=100000000", "env.num_envs=4", "env.options={corridor_length: 4}", "learner.batch_size=2",
+            "model.hidden_size=8", "logger.log_interval_s=0.1", "checkpoint.interval_s=100000",
+            "logger.progress_bar=false", "logger.tensorboard=false"]
+    proc = subprocess.Popen([sys.executable, "-m", "r2ac.cli", "sweep", "quickstart", "--seeds", "0,1", *args,
+                             "--name", "term", "--dir", str(out), "--num-cpus", "2"], cwd=root,
+                            env=dict(os.environ, PYTHONPATH=root), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def no_checkpoint_yet():  # the stop itself must write them
+        assert not any(os.path.isdir(r / "checkpoints") and os.listdir(r / "checkpoints") for r in runs)
+
+    text = sigterm_when(proc, lambda: all(_metric_rows(r) >= 3 for r in runs), what="both runs training",
+                        timeout_s=180, before=no_checkpoint_yet)
+    assert proc.returncode == 130, text[-3000:]
+    assert f"r2ac sweep --resume {out}" in text, text[-3000:]
+    rows = _rows(out / "results.csv")
+    assert [(r["seed"], r["status"]) for r in rows] == [("0", "interrupted"), ("1", "interrupted")], rows
+    before = {}
+    for r, d in zip(rows, runs):
+        summary = json.loads((d / "summary.json").read_text())
+        step, updates, opt = _learner_counts(d)
+        assert summary["status"] == "interrupted" and int(r["steps"]) == summary["step"] == step > 0
+        before[d] = (step, updates, opt)
+    assert sorted(os.listdir(out / "configs")) == ["seed0.yaml", "seed1.yaml"]
+
+    target = max(s for s, _, _ in before.values()) + 300
+    assert main(["sweep", "--resume", str(out), f"total_steps={target}", "--num-cpus", "2"]) == 0
+    stdout = capsys.readouterr().out
+    assert "0 of 2 runs finished before: kept; 2 resume from their checkpoints, 0 start" in stdout, stdout
+    assert stdout.count("[sweep term] resumed seed") == 2
+    rows = _rows(out / "results.csv")
+    assert all(r["status"] == "finished" and int(r["steps"]) >= target for r in rows), rows
+    for d in runs:
+        step, updates, opt = _learner_counts(d)
+        step0, updates0, opt0 = before[d]
+        assert step >= target and updates > updates0 and opt == opt0 + updates - updates0
+        assert load_config(str(d / "config.yaml")).total_steps == target
+
+    assert main(["sweep", "--resume", str(out), "--local", f"total_steps={target}"]) == 0  # nothing left to run
+    stdout = capsys.readouterr().out
+    assert "2 of 2 runs finished before: kept; 0 resume" in stdout and "resumed seed" not in stdout
+    assert [r["status"] for r in _rows(out / "results.csv")] == ["finished", "finished"]
+    assert main(["sweep", "--resume", str(out), "--local", f"total_steps={target + 300}"]) == 0  # longer: extended
+    assert all(int(r["steps"]) >= target + 300 for r in _rows(out / "results.csv"))
+
+
+def test_resume_refuses_a_directory_without_a_sweep_and_changes_to_its_runs(tmp_path, capsys):
+    """--resume names what is wrong: not a sweep directory, a config or --seeds given, a run's seed or dir."""
+    assert main(["sweep", "--resume", str(tmp_path)]) == 2
+    assert "no sweep.json there" in capsys.readouterr().err
+    out = tmp_path / "s"
+    assert main(["sweep", "quickstart", "--local", *TINY, "--dir", str(out)]) == 0
+    capsys.readouterr()
+    for bad, says in ((["quickstart"], "quickstart cannot be given on resume"),
+                      (["--seeds", "3"], "--seeds cannot be given on resume")):
+        with pytest.raises(SystemExit) as e:
+            main(["sweep", "--resume", str(out), *bad])
+        assert says in str(e.value)
+    assert main(["sweep", "--resume", str(out), "seed=3"]) == 2
+    assert "seed=3: a run's seed is fixed by the sweep" in capsys.readouterr().err
+    assert main(["sweep", "--resume", str(out), "--local"]) == 0  # the finished run is kept
+    assert "1 of 1 runs finished before: kept" in capsys.readouterr().out

@@ -52,19 +52,24 @@ def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: flo
              normalize_advantages: bool = False, entropy_floor: float = 0.0,
              logit_penalty: float = 0.0, logit_margin: float = 0.0,
              truncation_bootstrap: bool = False, lam: float = 1.0, extremes: bool = False,
-             target_values: Tensor | None = None) -> Tuple[Tensor, Dict[str, float]]:
+             target_values: Tensor | None = None, target_pg: bool = True) -> Tuple[Tensor, Dict[str, float]]:
     """The A2C loss above on one batch of M+1-step trajectories (means over time and batch); rewards as in
     the IMPALA loss (``step_rewards``: clipped, time-limit cuts bootstrapped); ``lam`` < 1: lambda-returns
     (``learner.vtrace_lambda``; on-policy V-trace with that lambda gives the same value targets);
     ``extremes``: the stats add ``batch_extremes``; ``target_values`` ([T+1, B], a target network's V(x_t),
-    ``learner.target_tau``): the returns bootstrap from them, the advantage's baseline stays V(x_t)."""
+    ``learner.target_tau``): the returns bootstrap from them, the advantage's baseline stays V(x_t); with
+    ``target_pg`` false the advantage takes the returns of the learner's own values, the value loss the target's."""
     values = outputs["baseline"][:-1]
     logits = outputs["policy_logits"][:-1]
     rewards = step_rewards(batch, values.dtype, discount, reward_clip, truncation_bootstrap)
     discounts = (~batch["done"][1:].to(torch.bool)).to(values.dtype) * discount
     boot = (outputs["baseline"] if target_values is None else target_values.to(values.dtype)).detach()
     returns = nstep_returns(rewards, discounts, boot[-1], boot[:-1], lam)
-    adv = returns - values.detach()
+    if target_values is not None and not target_pg:
+        own = outputs["baseline"].detach()
+        adv = nstep_returns(rewards, discounts, own[-1], own[:-1], lam) - values.detach()
+    else:
+        adv = returns - values.detach()
     pg_adv = normalize(adv) if normalize_advantages else adv
     pg_loss = -(categorical_log_prob(logits, batch["action"][1:]) * pg_adv).mean()
     v_loss = 0.5 * (returns - values).pow(2).mean()
@@ -94,4 +99,4 @@ class A2CLearner(Learner):
                         normalize_advantages=self.cfg.normalize_advantages, entropy_floor=self.cfg.entropy_floor,
                         logit_penalty=self.logit_penalty_weight(), logit_margin=self.cfg.logit_margin,
                         truncation_bootstrap=self.cfg.truncation_bootstrap, lam=self.cfg.vtrace_lambda,
-                        extremes=self.detail, target_values=target_values)
+                        extremes=self.detail, target_values=target_values, target_pg=self.cfg.target_pg)

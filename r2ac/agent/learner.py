@@ -174,7 +174,8 @@ class Learner:
 
     def targets(self, outputs: Dict, batch: Dict, target_values=None):
         """The V-trace targets of the learner's outputs on a batch (``impala_targets``, detached)."""
-        return impala_targets(outputs, batch, target_values=target_values, **self._vtrace_options())
+        return impala_targets(outputs, batch, target_values=target_values, target_pg=self.cfg.target_pg,
+                              **self._vtrace_options())
 
     def target_values(self, inputs: Dict, batch: Dict) -> Optional[torch.Tensor]:
         """``learner.target_tau``: the target network's values on the batch (``target_values``); None when off."""
@@ -190,7 +191,8 @@ class Learner:
                            entropy_floor=self.cfg.entropy_floor, logit_penalty=self.logit_penalty_weight(),
                            logit_margin=self.cfg.logit_margin, normalize_pg_advantages=self.cfg.normalize_advantages,
                            targets=targets, clip=self.cfg.clip if targets is not None else 0.0,
-                           extremes=self.detail, target_values=target_values, **self._vtrace_options())
+                           extremes=self.detail, target_values=target_values, target_pg=self.cfg.target_pg,
+                           **self._vtrace_options())
 
     def update(self, batch: Dict) -> Dict[str, float]:
         """One learner step on a batch of B trajectories (M + 1 frames each)."""

@@ -201,13 +201,16 @@ def impala_targets(
     vtrace_lambda: float = 1.0,
     truncation_bootstrap: bool = False,
     target_values: Tensor | None = None,
+    target_pg: bool = True,
 ) -> VTraceReturns:
     """The V-trace targets, policy-gradient advantages and target-policy log-probabilities of ``impala_loss``
     (layout there), detached: behaviour = batch policy_logits[1:], target = learner policy_logits[:-1].
 
     ``target_values`` ([T+1, B], ``learner.target_tau``): the V(x_s) and V(x_T) that V-trace bootstraps from,
     a target network's; the policy-gradient advantage keeps the learner's own V(x_s) as its baseline:
-    A_s = rho_pg_s (r_s + gamma_s v_{s+1} - V(x_s)), v_{s+1} built on the target's values."""
+    A_s = rho_pg_s (r_s + gamma_s v_{s+1} - V(x_s)), v_{s+1} built on the target's values. With ``target_pg``
+    false only the value targets v_s come from them: the advantages are those of the learner's own values, as
+    without a target network."""
     baseline_all = learner_outputs["baseline"]
     values = baseline_all[:-1].detach()
     rewards = step_rewards(batch, values.dtype, discount, reward_clip, truncation_bootstrap)
@@ -231,6 +234,10 @@ def impala_targets(
     )
     if target_values is None:
         return returns
+    if not target_pg:  # the advantages of the learner's own values (IMPALA's), the value targets of the target's
+        own = impala_targets(learner_outputs, batch, discount, reward_clip, clip_rho_threshold, clip_pg_rho_threshold,
+                             clip_c_threshold, vtrace_lambda, truncation_bootstrap)
+        return dataclasses.replace(returns, pg_advantages=own.pg_advantages)
     with torch.no_grad():  # the same advantage with the learner's baseline: + rho_pg (Vbar(x_s) - V(x_s))
         rho_pg = torch.exp(returns.log_rhos)
         if clip_pg_rho_threshold is not None:
@@ -259,6 +266,7 @@ def impala_loss(
     clip: float = 0.0,
     extremes: bool = False,
     target_values: Tensor | None = None,
+    target_pg: bool = True,
 ) -> tuple[Tensor, dict[str, float]]:
     """IMPALA loss on one batch of M+1-step trajectories (torchbeast monobeast layout).
 
@@ -285,7 +293,7 @@ def impala_loss(
     targets and advantages are those, not recomputed; with ``clip`` > 0, L_pg is PPO's clipped surrogate
     against that pass's policy (``clipped_policy_gradient_loss``), which at the first pass (ratio 1) has
     IMPALA's gradient. ``target_values`` ([T+1, B], a target network's V(x_t), ``learner.target_tau``): V-trace
-    bootstraps from them instead (``impala_targets``).
+    bootstraps from them instead (``impala_targets``; with ``target_pg`` false only for the value targets).
 
     All three terms are sums over time and batch. Returns (total_loss, stats) where stats holds
     python floats: total_loss, pg_loss, baseline_loss, entropy_loss, entropy (mean per step), logit_spread
@@ -321,7 +329,7 @@ def impala_loss(
                                  clip_rho_threshold=clip_rho_threshold,
                                  clip_pg_rho_threshold=clip_pg_rho_threshold, clip_c_threshold=clip_c_threshold,
                                  vtrace_lambda=vtrace_lambda, truncation_bootstrap=truncation_bootstrap,
-                                 target_values=target_values)
+                                 target_values=target_values, target_pg=target_pg)
     vtrace_returns = targets
 
     pg_adv = vtrace_returns.pg_advantages

@@ -205,6 +205,10 @@ class LearnerConfig:
         "A target that lags cannot run away with the values it trains: at 0.05 no key-to-door run at 100x M fell "
         "after solving, where 2 of 3 did with the learner's own values (docs/results.md, 'A target network for the "
         "bootstraps'); 0 = off, the learner's own values (IMPALA)", ge=0.0, le=1.0)
+    target_pg: bool = _f(
+        True, "with target_tau > 0: the policy gradient's advantages bootstrap from the target network too (true), "
+        "or only the value's targets do and the advantages are IMPALA's own, from the learner's values (false: "
+        "the critic's target network of DDPG and SAC, whose actor follows the current critic)")
     grad_norm_clip: float = _f(40.0, "global gradient-norm clip (0 = off)", ge=0.0)
     truncation_bootstrap: bool = _f(
         False, "where a time limit cuts an episode and the env reports its final observation (POPGym, MuJoCo, "

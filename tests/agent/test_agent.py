@@ -111,9 +111,9 @@ def test_actor_resets_state_at_episode_start():
             assert torch.allclose(s1[k], s0[k])
 
 
-def _loss(net, outputs, traj, boot=None):
+def _loss(net, outputs, traj, boot=None, target_pg=True):
     loss, _ = impala_loss(outputs, traj, discount=0.9, baseline_cost=0.5, entropy_cost=0.01, reward_clip=1.0,
-                          target_values=boot)
+                          target_values=boot, target_pg=target_pg)
     return loss
 
 
@@ -135,7 +135,7 @@ def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning,
         torch.set_default_dtype(default)
 
 
-def _check_learner_gradient_vs_full_bptt(learning, pixels, head=False, target=False):
+def _check_learner_gradient_vs_full_bptt(learning, pixels, head=False, target=False, target_pg=True):
     net, venv = _net(learning, pixels=pixels, head=head)
     actor = Actor(copy.deepcopy(net), venv, M, seed=3)
     K = 8
@@ -154,7 +154,7 @@ def _check_learner_gradient_vs_full_bptt(learning, pixels, head=False, target=Fa
     net.zero_grad()
     for t, boot in zip(trajs, boots):
         out, _ = net(_inputs(t), t["initial_state"], return_state=False)
-        _loss(net, out, t, boot).backward()
+        _loss(net, out, t, boot, target_pg).backward()
     learner_grads = {n: p.grad.clone() for n, p in params.items()}
     # full sequence: all K*M + 1 frames from the zero state, one BPTT pass over everything
     full = {k: torch.cat([trajs[0][k][:1]] + [t[k][1:] for t in trajs]) for k in _inputs(trajs[0])}
@@ -167,7 +167,7 @@ def _check_learner_gradient_vs_full_bptt(learning, pixels, head=False, target=Fa
     total = 0
     for i, t in enumerate(trajs):
         window = {k: v[i * M:(i + 1) * M + 1] for k, v in out.items()}
-        total = total + _loss(rtrl_net, window, t, boots[i])
+        total = total + _loss(rtrl_net, window, t, boots[i], target_pg)
     total.backward()
     bptt = {n: p.grad.clone() for n, p in rtrl_net.named_parameters() if p.requires_grad}
     errs = {n: ((learner_grads[n] - bptt[n]).abs().max() / bptt[n].abs().max()).item() for n in params}
@@ -177,14 +177,15 @@ def _check_learner_gradient_vs_full_bptt(learning, pixels, head=False, target=Fa
         assert max(errs[n] for n in ("core.F", "core.Z", "core.w_f", "core.b_f")) > 1e-3, errs
 
 
-@pytest.mark.parametrize("learning", ["rtrl", "tbptt"])
-def test_learner_gradient_with_a_target_network_vs_full_episode_bptt(learning):
+@pytest.mark.parametrize("learning, target_pg", [("rtrl", True), ("tbptt", True), ("rtrl", False)])
+def test_learner_gradient_with_a_target_network_vs_full_episode_bptt(learning, target_pg):
     """float64, learner.target_tau: with V-trace bootstrapping from a target network's values (no gradient
-    through them), the RTRL learner's gradient is still full-sequence BPTT's of the same losses."""
+    through them; for the value targets and the advantages, or with learner.target_pg=false for the value
+    targets alone), the RTRL learner's gradient is still full-sequence BPTT's of the same losses."""
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        _check_learner_gradient_vs_full_bptt(learning, False, target=True)
+        _check_learner_gradient_vs_full_bptt(learning, False, target=True, target_pg=target_pg)
     finally:
         torch.set_default_dtype(default)
 

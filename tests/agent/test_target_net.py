@@ -90,6 +90,33 @@ def test_impala_targets_with_target_values_off_policy_use_the_targets_values_in_
     assert torch.allclose(ret.pg_advantages, rho * (r + disc * vs_next - outputs["baseline"][:-1]), atol=1e-12)
 
 
+def test_target_pg_false_takes_the_value_targets_from_the_target_and_the_advantages_from_the_learner():
+    """learner.target_pg=false: v_s as with the target's values, A^pg exactly IMPALA's own (no target), on- and
+    off-policy; the loss's value term follows the target's v_s, its policy term the own advantages."""
+    for seed, shift in ((3, 0.0), (4, 1.0)):
+        outputs, batch, boot = _random_batch(seed=seed)
+        outputs["policy_logits"] = outputs["policy_logits"] + shift * torch.randn_like(outputs["policy_logits"])
+        opts = dict(discount=0.9, reward_clip=0.0)
+        split = impala_targets(outputs, batch, target_values=boot, target_pg=False, **opts)
+        both = impala_targets(outputs, batch, target_values=boot, **opts)
+        own = impala_targets(outputs, batch, **opts)
+        assert torch.equal(split.vs, both.vs) and torch.equal(split.log_rhos, own.log_rhos)
+        assert torch.equal(split.pg_advantages, own.pg_advantages)
+        assert not torch.allclose(split.pg_advantages, both.pg_advantages, atol=1e-6)
+        assert torch.equal(impala_targets(outputs, batch, target_pg=False, **opts).pg_advantages, own.pg_advantages)
+
+
+def test_a2c_target_pg_false_keeps_its_own_advantages_and_the_targets_value_loss():
+    outputs, batch, boot = _random_batch(seed=5)
+    opts = dict(discount=0.9, reward_clip=0.0, entropy_cost=0.0)
+    _, split = a2c_loss(outputs, batch, target_values=boot, target_pg=False, **opts)
+    _, both = a2c_loss(outputs, batch, target_values=boot, **opts)
+    _, own = a2c_loss(outputs, batch, **opts)
+    assert split["baseline_loss"] == pytest.approx(both["baseline_loss"], rel=1e-12)
+    assert split["pg_loss"] == pytest.approx(own["pg_loss"], rel=1e-12)
+    assert split["pg_loss"] != pytest.approx(both["pg_loss"], rel=1e-6)
+
+
 def test_a2c_returns_bootstrap_from_the_target_values():
     outputs, batch, boot = _random_batch(seed=2)
     outputs["baseline"].requires_grad_(True)
@@ -135,6 +162,27 @@ def test_learner_bootstraps_from_its_target_and_moves_it_after_each_update(learn
     for t, t0, s in zip(learner.target_net.parameters(), target0, net.parameters()):
         assert torch.allclose(t, 0.5 * (t0 + s.detach()), atol=1e-12)
     assert any(not torch.equal(t, t0) for t, t0 in zip(learner.target_net.parameters(), target0))
+
+
+@pytest.mark.parametrize("learner_cls", [Learner, A2CLearner])
+def test_the_learners_target_pg_setting_reaches_its_loss(learner_cls):
+    """learner.target_pg=false in a learner: its policy term is the learner's without a target network, its
+    value term the one with the target's values (the target moved away from the weights here)."""
+    net, batch = _setup(seed=2)
+    split = learner_cls(copy.deepcopy(net), _cfg(target_tau=0.5, target_pg="false"), 10**6)
+    both = learner_cls(copy.deepcopy(net), _cfg(target_tau=0.5), 10**6)
+    plain = learner_cls(copy.deepcopy(net), _cfg(target_tau=0), 10**6)
+    with torch.no_grad():
+        for p in list(split.target_net.parameters()) + list(both.target_net.parameters()):
+            p.add_(0.5)
+    out, _ = net(_inputs(batch), batch["initial_state"], return_state=False)
+    boot = split.target_values(_inputs(batch), batch)
+    _, s_split = split.loss(out, batch, target_values=boot)
+    _, s_both = both.loss(out, batch, target_values=boot)
+    _, s_plain = plain.loss(out, batch)
+    assert s_split["pg_loss"] == pytest.approx(s_plain["pg_loss"], rel=1e-12)
+    assert s_split["baseline_loss"] == pytest.approx(s_both["baseline_loss"], rel=1e-12)
+    assert s_split["baseline_loss"] != pytest.approx(s_plain["baseline_loss"], rel=1e-3)
 
 
 def test_target_network_goes_into_the_learners_state_and_back():
