@@ -39,7 +39,9 @@ import math
 import os
 import re
 import shutil
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -443,6 +445,24 @@ def _one_line(e: BaseException) -> str:
     return " ".join(f"{type(e).__name__}: {e}".split())
 
 
+@contextlib.contextmanager
+def _interruptible():
+    """Within the block, Ctrl-C and ``ray.cancel`` reach this process's main thread. A process started with
+    SIGINT ignored (a background job of a script, ``nohup ... &``: the shell ignores it there, and Ray's
+    workers inherit that from the driver) drops the interrupt with which Ray cancels a task, and a run would not
+    stop when its sweep does; the default handler raises ``KeyboardInterrupt``, which the run turns into a clean
+    stop. The previous handler is restored at the end."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not \
+            signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def run_one(cfg: Config, log_path: str, resume: bool = False) -> Dict[str, Any]:
     """Train one run of a sweep (in a Ray task or in this process), its output to ``log_path``; ``resume``
     continues it from its newest checkpoint. Never raises: a failed run is a row with its one-line reason (and
@@ -454,7 +474,7 @@ def run_one(cfg: Config, log_path: str, resume: bool = False) -> Dict[str, Any]:
     row: Dict[str, Any] = {"status": "failed", "steps": 0, "final_return": float("nan"),
                            "eval_return": float("nan")}
     with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log), \
-            contextlib.redirect_stderr(log):
+            contextlib.redirect_stderr(log), _interruptible():
         try:
             summary = run_training(cfg, resume=resume)
             row.update(status=summary.get("status", "finished"), steps=int(summary.get("step", 0)),

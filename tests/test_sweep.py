@@ -223,9 +223,10 @@ def _learner_counts(run_dir):
 def test_a_sweep_on_ray_stopped_by_sigterm_checkpoints_its_runs_and_resumes(tmp_path, capsys):
     """SIGTERM to `r2ac sweep` on a real local Ray instance (`ray job stop`, `kill`, a scheduler's limit): each
     run stops after its update with a checkpoint and summary, the table marks it interrupted, the command exits
-    130 and names --resume. `--resume` continues both runs from their checkpoints (counters and optimizer
+    130 and names --resume, also where the sweep started with SIGINT ignored. `--resume` continues both runs from their checkpoints (counters and optimizer
     steps continued) to a longer total_steps; a second resume keeps the finished runs; one with a longer
     total_steps extends them in this process (--local)."""
+    import signal
     import subprocess
     import sys
 
@@ -238,9 +239,12 @@ def test_a_sweep_on_ray_stopped_by_sigterm_checkpoints_its_runs_and_resumes(tmp_
     args = ["total_steps=100000000", "env.num_envs=4", "env.options={corridor_length: 4}", "learner.batch_size=2",
             "model.hidden_size=8", "logger.log_interval_s=0.1", "checkpoint.interval_s=100000",
             "logger.progress_bar=false", "logger.tensorboard=false"]
+    # started with SIGINT ignored, as a script's background job (`nohup r2ac sweep ... &`) is: Ray's workers
+    # inherit that, and Ray cancels a task with an interrupt that an ignored SIGINT would drop
     proc = subprocess.Popen([sys.executable, "-m", "r2ac.cli", "sweep", "quickstart", "--seeds", "0,1", *args,
                              "--name", "term", "--dir", str(out), "--num-cpus", "2"], cwd=root,
-                            env=dict(os.environ, PYTHONPATH=root), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            env=dict(os.environ, PYTHONPATH=root), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
 
     def no_checkpoint_yet():  # the stop itself must write them
         assert not any(os.path.isdir(r / "checkpoints") and os.listdir(r / "checkpoints") for r in runs)
