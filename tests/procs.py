@@ -1,5 +1,6 @@
 """Real subprocesses stopped by a real SIGTERM, for the tests of clean stops (a run, a bench, a sweep)."""
 
+import os
 import signal
 import subprocess
 import time
@@ -28,3 +29,12 @@ def sigterm_when(proc: subprocess.Popen, ready: Callable[[], bool], *, what: str
         if proc.poll() is None:
             proc.kill()
     return ((out or b"") + (err or b"")).decode(errors="replace")
+
+
+def metric_rows(run_dir) -> int:
+    """The rows of a run's metrics.csv so far (0 before it exists): a run is training once there are some."""
+    try:
+        with open(os.path.join(run_dir, "metrics.csv")) as f:
+            return max(sum(1 for _ in f) - 1, 0)
+    except FileNotFoundError:
+        return 0

@@ -204,14 +204,6 @@ def test_an_interrupted_run_reports_the_steps_it_reached(tmp_path, monkeypatch):
     assert (row["status"], row["steps"], row["final_return"]) == ("interrupted", 1234, 0.5)
 
 
-def _metric_rows(run_dir) -> int:
-    try:
-        with open(os.path.join(run_dir, "metrics.csv")) as f:
-            return max(sum(1 for _ in f) - 1, 0)
-    except FileNotFoundError:
-        return 0
-
-
 def _learner_counts(run_dir):
     from r2ac.checkpoint import load_latest_checkpoint
 
@@ -221,16 +213,16 @@ def _learner_counts(run_dir):
 
 
 def test_a_sweep_on_ray_stopped_by_sigterm_checkpoints_its_runs_and_resumes(tmp_path, capsys):
-    """SIGTERM to `r2ac sweep` on a real local Ray instance (`ray job stop`, `kill`, a scheduler's limit): each
-    run stops after its update with a checkpoint and summary, the table marks it interrupted, the command exits
-    130 and names --resume, also where the sweep started with SIGINT ignored. `--resume` continues both runs from their checkpoints (counters and optimizer
-    steps continued) to a longer total_steps; a second resume keeps the finished runs; one with a longer
-    total_steps extends them in this process (--local)."""
+    """SIGTERM to `r2ac sweep` on a real local Ray instance (`ray job stop`, `kill`, a scheduler's limit), one
+    started with SIGINT ignored: each run stops after its update with a checkpoint and summary, the table marks
+    it interrupted, the command exits 130 and names --resume. `--resume` continues both runs from their
+    checkpoints (counters and optimizer steps continued) to a longer total_steps; a second resume keeps the
+    finished runs; one with a longer total_steps extends them in this process (--local)."""
     import signal
     import subprocess
     import sys
 
-    from procs import sigterm_when
+    from procs import metric_rows, sigterm_when
 
     pytest.importorskip("ray")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -249,7 +241,7 @@ def test_a_sweep_on_ray_stopped_by_sigterm_checkpoints_its_runs_and_resumes(tmp_
     def no_checkpoint_yet():  # the stop itself must write them
         assert not any(os.path.isdir(r / "checkpoints") and os.listdir(r / "checkpoints") for r in runs)
 
-    text = sigterm_when(proc, lambda: all(_metric_rows(r) >= 3 for r in runs), what="both runs training",
+    text = sigterm_when(proc, lambda: all(metric_rows(r) >= 3 for r in runs), what="both runs training",
                         timeout_s=180, before=no_checkpoint_yet)
     assert proc.returncode == 130, text[-3000:]
     assert f"r2ac sweep --resume {out}" in text, text[-3000:]

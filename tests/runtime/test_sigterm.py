@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from procs import sigterm_when
+from procs import metric_rows, sigterm_when
 
 from r2ac.checkpoint import load_latest_checkpoint
 from r2ac.cli import main
@@ -26,14 +26,6 @@ PPO = ["configs/ppo/base.yaml", "env.id=tmaze", "env.num_envs=2", "env.options={
        "ppo.rollout_length=8", "ppo.epochs=1", "ppo.minibatches=2", "model.hidden_size=4"]
 
 
-def _metric_rows(run_dir) -> int:
-    try:
-        with open(os.path.join(run_dir, "metrics.csv")) as f:
-            return max(sum(1 for _ in f) - 1, 0)
-    except FileNotFoundError:
-        return 0
-
-
 @pytest.mark.parametrize("args", [IMPALA, PPO], ids=["impala-local", "ppo"])
 def test_sigterm_writes_a_checkpoint_and_the_run_resumes(tmp_path, args):
     run_dir = tmp_path / "run"
@@ -44,7 +36,7 @@ def test_sigterm_writes_a_checkpoint_and_the_run_resumes(tmp_path, args):
         assert load_latest_checkpoint(str(run_dir)) is None
 
     # it is training (metrics rows after some updates), with no checkpoint yet: the stop must write one
-    err = sigterm_when(proc, lambda: _metric_rows(run_dir) >= 3, what="metrics", before=nothing_periodic_yet)
+    err = sigterm_when(proc, lambda: metric_rows(run_dir) >= 3, what="metrics", before=nothing_periodic_yet)
     assert proc.returncode == 130, err[-2000:]
     assert "SIGTERM: stopping after the update in progress" in err and "--resume" in err, err[-2000:]
     summary = json.loads((run_dir / "summary.json").read_text())
