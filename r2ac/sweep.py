@@ -351,8 +351,9 @@ def save_sweep(sweep: Sweep) -> None:
 
 def load_sweep(sweep_dir: str, overrides: Sequence[str] = ()) -> Sweep:
     """The sweep saved in ``sweep_dir`` (``sweep.json`` and ``configs/``), for ``r2ac sweep --resume``: each
-    run's config as saved at the sweep's start (or, for a sweep saved without them, as its run saved it), with
-    ``key=value`` ``overrides`` for every run (e.g. a longer ``total_steps``)."""
+    run's config as saved at the sweep's start (for a sweep saved without them: as its run saved it, or, for a
+    run never started, built again from the sweep's config, overrides, grid point and seed), with ``key=value``
+    ``overrides`` for every run (e.g. a longer ``total_steps``)."""
     reserved = [o for o in overrides if o.split("=", 1)[0].strip() in RESERVED_KEYS]
     if reserved:
         raise ConfigError([f"{o}: a run's {o.split('=', 1)[0].strip()} is fixed by the sweep; start a new sweep "
@@ -363,22 +364,20 @@ def load_sweep(sweep_dir: str, overrides: Sequence[str] = ()) -> Sweep:
                                 "writes one at its start)")
     with open(path, encoding="utf-8") as f:
         d = json.load(f)
-    runs, missing = [], []
+    runs = []
     for r in d["runs"]:
         leaf = r["run_dir"]
         run_dir = os.path.join(sweep_dir, leaf)
         cfg_path = next((p for p in (_config_path(sweep_dir, leaf), os.path.join(run_dir, "config.yaml"))
                          if os.path.isfile(p)), None)
-        if cfg_path is None:
-            missing.append(leaf)
-            continue
-        cfg = load_config(cfg_path, [*overrides, f"run_dir={run_dir}"])
+        if cfg_path is not None:
+            cfg = load_config(cfg_path, [*overrides, f"run_dir={run_dir}"])
+        else:  # a run never started of a sweep saved without configs/: built again as build_sweep built it
+            cfg = load_config(d["config"], [*d.get("overrides", []), *(f"{k}={v}" for k, v in r["point"].items()),
+                                             f"seed={r['seed']}", *overrides, f"run_dir={run_dir}"])
+            cfg.name, cfg.logger.wandb_group = r["name"], d["name"]
         runs.append(SweepRun(r["label"], dict(r["point"]), int(r["seed"]), r["name"], run_dir,
                              os.path.join(sweep_dir, "logs", leaf + ".log"), cfg))
-    if missing:
-        raise FileNotFoundError(f"--resume {sweep_dir}: no saved config for {', '.join(missing[:3])}"
-                                f"{' and more' if len(missing) > 3 else ''} (neither configs/<run>.yaml nor the "
-                                "run's config.yaml): start that part again as a new sweep")
     grid = [(k, list(v)) for k, v in d.get("grid", {}).items()]
     return Sweep(d["name"], sweep_dir, d["config"], list(d.get("overrides", [])), grid,
                  [int(x) for x in d.get("seeds", [])], runs)

@@ -292,3 +292,21 @@ def test_resume_refuses_a_directory_without_a_sweep_and_changes_to_its_runs(tmp_
     assert "seed=3: a run's seed is fixed by the sweep" in capsys.readouterr().err
     assert main(["sweep", "--resume", str(out), "--local"]) == 0  # the finished run is kept
     assert "1 of 1 runs finished before: kept" in capsys.readouterr().out
+
+
+def test_resume_of_a_sweep_saved_without_configs_builds_its_unstarted_runs_again(tmp_path, capsys):
+    """A sweep directory from before configs/ (or with it lost): a started run resumes from its own
+    config.yaml, a run never started is built again from sweep.json as the sweep built it."""
+    import shutil
+
+    out = tmp_path / "s"
+    assert main(["sweep", "quickstart", "--local", "--seeds", "0,1", *TINY, "--name", "old", "--dir", str(out)]) == 0
+    before = load_config(str(out / "seed1" / "config.yaml"))
+    shutil.rmtree(out / "configs")
+    shutil.rmtree(out / "seed1")  # as if seed 1 had never started
+    capsys.readouterr()
+    assert main(["sweep", "--resume", str(out), "--local"]) == 0
+    assert "1 of 2 runs finished before: kept; 0 resume from their checkpoints, 1 start" in capsys.readouterr().out
+    again = load_config(str(out / "seed1" / "config.yaml"))
+    assert again == before
+    assert [r["status"] for r in _rows(out / "results.csv")] == ["finished", "finished"]
