@@ -124,6 +124,8 @@ def _sweep(args) -> int:
 
     if args.num_cpus is not None and args.num_cpus < 1:
         raise ValueError("--num-cpus must be >= 1")
+    where = "one after another in this process" if args.local else (
+        f"as Ray tasks on {args.address}" if args.address else "as Ray tasks on a local Ray instance")
     if args.resume:
         overrides = ([args.config] if args.config else []) + args.overrides
         given = [f"--{k}" for k in ("seeds", "name", "dir") if getattr(args, k) is not None]
@@ -133,8 +135,6 @@ def _sweep(args) -> int:
                              f"and configs are the ones saved in {args.resume}); give --resume SWEEP_DIR, key=value "
                              "overrides for every run and where to run (--local, --address, --num-cpus)")
         sweep = load_sweep(args.resume, overrides)
-        where = "one after another in this process" if args.local else (
-            f"as Ray tasks on {args.address}" if args.address else "as Ray tasks on a local Ray instance")
         print(f"sweep {sweep.name}: resuming {len(sweep.runs)} runs {where}, in {sweep.sweep_dir}", flush=True)
     else:
         if not args.config:
@@ -143,8 +143,6 @@ def _sweep(args) -> int:
         seeds = parse_seeds(args.seeds) if args.seeds is not None else None
         sweep = build_sweep(args.config, args.overrides, seeds, name=args.name, sweep_dir=args.dir)
         points = len(sweep.runs) // max(len(sweep.seeds), 1)
-        where = "one after another in this process" if args.local else (
-            f"as Ray tasks on {args.address}" if args.address else "as Ray tasks on a local Ray instance")
         print(f"sweep {sweep.name}: {len(sweep.runs)} runs ({points} grid point{'s' * (points != 1)} x "
               f"{len(sweep.seeds)} seed{'s' * (len(sweep.seeds) != 1)}) {where}, in {sweep.sweep_dir}", flush=True)
     try:
