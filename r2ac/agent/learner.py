@@ -241,8 +241,9 @@ class Learner:
             stats.update(parameter_norms(self.net, "step_norm", lambda p: p.detach() - moved[id(p)]))
         if self.cfg.epochs > 1:
             stats.update(self._more_passes(inputs, batch, outputs, lr, boot))
-        if self.target_net is not None:
-            polyak_update(self.target_net, self.net, self.cfg.target_tau)
+        if self.target_net is not None:  # learner.target_warmup_steps: it follows the weights until then
+            tau = 1.0 if self.steps < self.cfg.target_warmup_steps else self.cfg.target_tau
+            polyak_update(self.target_net, self.net, tau)
             stats["target_mean_value"] = float(boot[:-1].mean())
         if self.cfg.kl_target > 0 or self.cfg.log_update_kl:
             stats.update(self._update_kl(inputs, batch, outputs["policy_logits"]))

@@ -249,3 +249,22 @@ def test_target_tau_1_follows_the_weights_and_trains_as_without_a_target():
         assert sa["baseline_loss"] == pytest.approx(sb["baseline_loss"], rel=1e-9)
     for pa, pb in zip(a.net.parameters(), b.net.parameters()):
         assert torch.allclose(pa, pb, rtol=1e-9, atol=1e-12)
+
+
+def test_target_warmup_steps_follow_the_weights_then_move_by_tau():
+    """learner.target_warmup_steps: the updates that start before that many agent steps train exactly as
+    without a target (the target is the weights after each); the next moves the target by target_tau."""
+    net, batch = _setup(seed=4)
+    per_update = (batch["reward"].shape[0] - 1) * batch["reward"].shape[1]
+    a = Learner(copy.deepcopy(net), _cfg(target_tau=0, learning_rate=1e-2), 10**6)
+    b = Learner(copy.deepcopy(net), _cfg(target_tau=0.1, target_warmup_steps=2 * per_update, learning_rate=1e-2),
+                10**6)
+    for _ in range(2):
+        sa, sb = a.update(batch), b.update(batch)
+        assert sa["baseline_loss"] == pytest.approx(sb["baseline_loss"], rel=1e-9)
+        assert all(torch.equal(t, w) for t, w in zip(b.target_net.parameters(), b.net.parameters()))
+    before = [t.detach().clone() for t in b.target_net.parameters()]
+    b.update(batch)  # at 2 * per_update steps: past the warm-up
+    for t, t0, w in zip(b.target_net.parameters(), before, b.net.parameters()):
+        assert torch.allclose(t, t0 + 0.1 * (w.detach() - t0), atol=1e-12)
+    assert any(not torch.equal(t, w) for t, w in zip(b.target_net.parameters(), b.net.parameters()))
