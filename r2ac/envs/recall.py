@@ -11,9 +11,9 @@ Numpy-vectorised like ``r2ac.envs.memory``.
 
     Two options make the timing unknown in advance (both off by default): ``span_min`` draws each
     episode's span uniformly from ``span_min .. span``, so the query comes at a time the agent cannot
-    count to; ``cue_delay`` shows the cue at a step drawn uniformly from ``0 .. cue_delay``, after blank
-    (or distractor) frames, so the cue is not the episode's first frame. An episode then lasts
-    ``delay + span + 2`` steps for its own draws.
+    count to; ``cue_delay`` shows the cue at a step drawn uniformly from ``cue_delay_min .. cue_delay``
+    (``cue_delay_min`` 0 unless set), after blank (or distractor) frames, so the cue is not the episode's
+    first frame. An episode then lasts ``delay + span + 2`` steps for its own draws.
 
     ``obs="pixels"``: uint8 ``(3, size, size)``; the cue fills the frame with its colour (red, green,
     blue, yellow, magenta, cyan, then greys), the query is a white frame, a distractor is uniform noise in
@@ -37,8 +37,8 @@ transporting value"): a choice whose reward comes ``span + 1`` steps later (``nu
     value carries the held key across the span (the choice's advantage is bootstrapped from values ``M``
     steps on), and a discount ``gamma`` shrinks the choice's stake to ``gamma ** (span + 1)``.
     ``info["success"]`` is 1.0 / 0.0 (key held) at the end; chance ``1 / cues``. ``span >= 1``;
-    ``span_min``, ``cue_delay`` and ``distractors`` as for ``cue`` (with ``cue_delay`` the key is shown,
-    and taken, at a drawn step).
+    ``span_min``, ``cue_delay``, ``cue_delay_min`` and ``distractors`` as for ``cue`` (with ``cue_delay``
+    the key is shown, and taken, at a drawn step).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ class CueVecEnv(_RecallVecEnv):
 
     def __init__(self, num_envs: int, seed: int, *, span: int = 100, cues: int = 3, obs: str = "pixels",
                  size: int = 16, distractors: float = 0.0, span_min: int | None = None,
-                 cue_delay: int = 0) -> None:
+                 cue_delay: int = 0, cue_delay_min: int = 0) -> None:
         super().__init__(num_envs, seed)
         self.span = _check_int("span", span, 0)
         self.span_min = self.span if span_min is None else _check_int("span_min", span_min, 0)
@@ -127,6 +127,11 @@ class CueVecEnv(_RecallVecEnv):
             raise ValueError(f"option 'span_min' must be <= span ({self.span}), got {span_min}: each episode's "
                              f"span is drawn from span_min .. span")
         self.cue_delay = _check_int("cue_delay", cue_delay, 0)
+        self.cue_delay_min = _check_int("cue_delay_min", cue_delay_min, 0)
+        if self.cue_delay_min > self.cue_delay:
+            raise ValueError(f"option 'cue_delay_min' must be <= cue_delay ({self.cue_delay}), got {cue_delay_min}: "
+                             f"the cue's step is drawn from cue_delay_min .. cue_delay (set both to show it at one "
+                             f"fixed step)")
         self.cues = _check_int("cues", cues, 2)
         if self.cues > len(_CUE_COLOURS):
             raise ValueError(f"option 'cues' must be <= {len(_CUE_COLOURS)}, got {cues}")
@@ -159,7 +164,7 @@ class CueVecEnv(_RecallVecEnv):
         self.cue[mask] = self.rng.integers(0, self.cues, size=k)
         self.t[mask] = 0
         if self.cue_delay or self.span_min < self.span:  # the fixed layout draws nothing more (same streams)
-            self.cue_step[mask] = self.rng.integers(0, self.cue_delay + 1, size=k)
+            self.cue_step[mask] = self.rng.integers(self.cue_delay_min, self.cue_delay + 1, size=k)
             self.query_step[mask] = self.cue_step[mask] + self.rng.integers(self.span_min, self.span + 1, size=k) + 1
 
     def _observe(self) -> np.ndarray:
@@ -234,13 +239,13 @@ class KeyDoorVecEnv(CueVecEnv):
 
     def __init__(self, num_envs: int, seed: int, *, span: int = 100, cues: int = 3, obs: str = "pixels",
                  size: int = 16, distractors: float = 0.0, span_min: int | None = None,
-                 cue_delay: int = 0) -> None:
+                 cue_delay: int = 0, cue_delay_min: int = 0) -> None:
         for name, value in (("span", span), ("span_min", span if span_min is None else span_min)):
             if _check_int(name, value, 0) < 1:
                 raise ValueError(f"option {name!r} must be >= 1 for keydoor, got {value}: the frame after the "
                                  f"choice shows the key held, and the door comes after it")
         super().__init__(num_envs, seed, span=span, cues=cues, obs=obs, size=size, distractors=distractors,
-                         span_min=span_min, cue_delay=cue_delay)
+                         span_min=span_min, cue_delay=cue_delay, cue_delay_min=cue_delay_min)
         if obs == "vector":
             self.observation_shape = (self.cues + 2,)
         self.held = np.zeros(self.num_envs, dtype=bool)

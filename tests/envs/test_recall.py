@@ -87,6 +87,26 @@ def test_cue_span_min_and_cue_delay_draw_each_episode_layout():
     assert set(cue_steps) == {0, 1, 2, 3} and set(spans) == {2, 3, 4, 5, 6}
 
 
+def test_cue_delay_min_fixes_the_cue_at_a_later_step():
+    # cue_delay_min = cue_delay: the cue always at that step, the frames before it blank or noise, the flag's
+    # frame (step 0) never the cue
+    venv = make_vec_env("cue", 64, 0, span=4, cue_delay=1, cue_delay_min=1, obs="vector")
+    o = venv.reset()
+    t = np.zeros(64, dtype=np.int64)
+    ends = 0
+    for _ in range(20):
+        shown = o[:, :3].max(1) == 1
+        assert np.array_equal(shown, t == 1) and np.all(venv.cue_step == 1)
+        o, r, d, info = venv.step(np.zeros(64, dtype=np.int64))
+        assert np.all(info["episode_length"][d] == 1 + 4 + 2)
+        ends += int(d.sum())
+        t = np.where(d, 0, t + 1)
+    assert ends >= 64
+    keydoor = make_vec_env("keydoor", 512, 0, span=3, cue_delay=4, cue_delay_min=2)
+    keydoor.reset()
+    assert set(keydoor.cue_step.tolist()) == {2, 3, 4}
+
+
 def test_cue_fixed_layout_draws_nothing_more():
     """Without span_min / cue_delay the env draws what it always drew: the runs of docs/ stay reproducible."""
     a = make_vec_env("cue", 8, 3, span=5, distractors=0.5)
@@ -216,7 +236,8 @@ def test_desync_is_none_where_an_env_kind_cannot():
 @pytest.mark.parametrize("kind,options,needle", [
     ("cue", {"obs": "rgb"}, "'obs'"), ("cue", {"cues": 1}, "'cues'"), ("cue", {"distractors": 2.0}, "'distractors'"),
     ("cue", {"span": -1}, "'span'"), ("cue", {"span": 5, "span_min": 6}, "'span_min'"),
-    ("cue", {"cue_delay": -1}, "'cue_delay'"), ("keydoor", {"span": 0}, "'span' must be >= 1"),
+    ("cue", {"cue_delay": -1}, "'cue_delay'"), ("cue", {"cue_delay": 1, "cue_delay_min": 2}, "'cue_delay_min'"),
+    ("keydoor", {"span": 0}, "'span' must be >= 1"),
     ("keydoor", {"span": 5, "span_min": 0}, "'span_min' must be >= 1"), ("keydoor", {"cues": 9}, "'cues'"),
     ("copy", {"symbols": 0}, "'symbols'"), ("copy", {"spam": 1}, "spam")])
 def test_recall_bad_options(kind, options, needle):
