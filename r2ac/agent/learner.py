@@ -54,6 +54,20 @@ def make_optimizer(params, cfg) -> torch.optim.Optimizer:
                                momentum=cfg.rmsprop_momentum)
 
 
+def decayed_parameters(params) -> list:
+    """``learner.weight_decay``'s parameters: the weight matrices (2 dims or more). Biases and per-unit vectors
+    (the eLSTM's w_f, w_z, b_f, b_z: its time scales and recurrence) keep their values."""
+    return [p for p in params if p.dim() >= 2]
+
+
+@torch.no_grad()
+def decay_(params, lr: float, weight_decay: float) -> None:
+    """Decoupled weight decay (AdamW's, applied before the optimizer's step): each parameter times
+    ``1 - lr * weight_decay``."""
+    if weight_decay > 0:
+        torch._foreach_mul_(list(params), 1.0 - lr * weight_decay)
+
+
 @torch.no_grad()
 def gradient_diagnostics(recurrent, corrections: Dict, initial_state: Dict, sensitivity_keys) -> Dict[str, float]:
     """Where the recurrent parameters' gradient comes from: ``carry_grad_norm`` is the norm of the carried
@@ -118,6 +132,7 @@ class Learner:
         self.total_steps = int(total_steps)
         self.device = torch.device(device)
         self.optimizer = make_optimizer(net.trainable_parameters(), cfg)
+        self.decayed = decayed_parameters(net.trainable_parameters())  # learner.weight_decay
         self.recurrent = [p for p in getattr(net.core, "recurrent_parameters", lambda: [])() if p.requires_grad]
         self.steps = 0            # agent steps consumed by updates
         self.updates = 0          # applied updates (= weight version)
@@ -234,6 +249,7 @@ class Learner:
             return stats
         for group in self.optimizer.param_groups:
             group["lr"] = lr * self.lr_scale
+        decay_(self.decayed, lr * self.lr_scale, self.cfg.weight_decay)
         self.optimizer.step()
         self.net.core.project_()
         if self.detail:
@@ -298,6 +314,7 @@ class Learner:
                 break
             for group in self.optimizer.param_groups:
                 group["lr"] = lr * self.lr_scale
+            decay_(self.decayed, lr * self.lr_scale, self.cfg.weight_decay)
             self.optimizer.step()
             self.net.core.project_()
             passes += 1

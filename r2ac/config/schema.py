@@ -216,6 +216,12 @@ class LearnerConfig:
         True, "with target_tau > 0: the policy gradient's advantages bootstrap from the target network too (true), "
         "or only the value's targets do and the advantages are IMPALA's own, from the learner's values (false: "
         "the critic's target network of DDPG and SAC, whose actor follows the current critic)")
+    weight_decay: float = _f(
+        0.0, "decoupled weight decay (AdamW, Loshchilov & Hutter 2019): before each optimizer step every weight "
+        "matrix of the network (the core's input weights F, Z, O and W_o, the stem's, the heads') is multiplied by "
+        "1 - lr * weight_decay; biases and the eLSTM's per-unit w_f, w_z, b_f, b_z (its time scales) are not. A "
+        "weight whose gradient is only noise (the pixels of noise frames) otherwise random-walks under Adam's "
+        "normalised steps; 0 = off", ge=0.0)
     grad_norm_clip: float = _f(40.0, "global gradient-norm clip (0 = off)", ge=0.0)
     truncation_bootstrap: bool = _f(
         False, "where a time limit cuts an episode and the env reports its final observation (POPGym, MuJoCo, "

@@ -762,3 +762,29 @@ def test_learner_detail_reports_each_parameters_gradient_and_step(cls):
     assert stats["value_min"] <= stats["mean_value"] <= stats["value_max"] and stats["value_error_max"] >= 0
     if cls is Learner:
         assert 0 < stats["rho_min"] <= stats["mean_rho"] <= stats["rho_max"]
+
+
+@pytest.mark.parametrize("cls", [Learner, A2CLearner], ids=["impala", "a2c"])
+def test_weight_decay_shrinks_the_weight_matrices_by_lr_times_the_rate_before_the_step(cls):
+    """learner.weight_decay (AdamW's decoupled decay): one update moves every weight matrix by the same optimizer
+    step as without decay, plus -lr * weight_decay times its old value; biases and the eLSTM's per-unit vectors
+    (w_f, w_z, b_f, b_z) move as without decay."""
+    net, trajs = _batch()
+    batch = concat(trajs)
+    lr, wd = 1e-3, 0.5
+    moved = {}
+    for rate in (0.0, wd):
+        cfg = load_config(None, [f"learner.learning_rate={lr}", f"learner.weight_decay={rate}"]).learner
+        learner = cls(copy.deepcopy(net), cfg, 10**6)
+        learner.update(batch)
+        moved[rate] = dict(learner.net.named_parameters())
+    before = dict(net.named_parameters())
+    decayed = {n for n, p in before.items() if p.requires_grad and p.dim() >= 2}
+    assert {"core.F", "core.Z", "core.O", "core.W_o"} <= decayed
+    for name, p in before.items():
+        if not p.requires_grad:
+            continue
+        expected = moved[0.0][name] - (lr * wd * p if name in decayed else 0.0)
+        torch.testing.assert_close(moved[wd][name], expected, rtol=0, atol=1e-12)
+    with pytest.raises(ConfigError, match="weight_decay"):
+        load_config(None, ["learner.weight_decay=-1"])
