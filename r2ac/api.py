@@ -30,7 +30,7 @@ from r2ac.agent.distributions import categorical_sample
 from r2ac.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, load_latest_checkpoint
 from r2ac.config import Config, ConfigError, config_from_dict, upgrade_resolved
 
-__all__ = ["Policy", "PolicyState", "load", "load_checkpoint_for", "run_dir_of_path"]
+__all__ = ["Policy", "PolicyState", "initial_net", "load", "load_checkpoint_for", "run_dir_of_path"]
 
 
 @dataclasses.dataclass
@@ -176,6 +176,17 @@ def policy_from_checkpoint(ckpt: dict, cfg: Optional[Config] = None, *, greedy: 
     net.observation_shape = tuple(observation_shape)
     return Policy(net, cfg, step=int(ckpt.get("counters", {}).get("step", 0)), checkpoint=str(where),
                   greedy=greedy, seed=seed, device=device)
+
+
+def initial_net(cfg: Config, net):
+    """The network a run of ``cfg`` started from, built like ``net``: a run seeds torch with ``cfg.seed`` and
+    builds its network before anything else draws from torch's RNG (tests/bench/test_cue_memory.py checks it
+    on a real run)."""
+    import torch
+
+    torch.manual_seed(cfg.seed)
+    return type(net).from_config(cfg.model, net.observation_shape, net.num_actions,
+                                 reward_clip=cfg.learner.reward_clip)
 
 
 def load(path: str, checkpoint: Optional[int] = None, *, greedy: bool = False, seed: int = 0,

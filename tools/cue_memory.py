@@ -32,7 +32,7 @@ import sys
 import numpy as np
 import torch
 
-from r2ac.api import Policy, load_checkpoint_for, policy_from_checkpoint
+from r2ac.api import Policy, initial_net, load_checkpoint_for, policy_from_checkpoint
 from r2ac.config import load_config
 from r2ac.envs.recall import CueVecEnv
 
@@ -112,14 +112,6 @@ def probe(policy: Policy, options: dict, episodes: int, seed: int = 12345) -> di
             "decode_query": linear_decode(cq, cue, cues), "policy": right, "greedy": greedy_right,
             "snr_best": float(snr.max()), "snr_median": float(np.median(snr)),
             "write_cue": med("cue"), "write_noise": med("noise"), "write_blank": med("blank")}
-
-
-def initial_net(cfg, net):
-    """The network a run of ``cfg`` started from: a run seeds torch with ``cfg.seed`` and builds its network
-    before anything else draws from torch's RNG (tests/bench/test_cue_memory.py checks it on a real run)."""
-    torch.manual_seed(cfg.seed)
-    return type(net).from_config(cfg.model, net.observation_shape, net.num_actions,
-                                 reward_clip=cfg.learner.reward_clip)
 
 
 def main(argv: list[str] | None = None) -> int:

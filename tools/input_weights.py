@@ -1,0 +1,86 @@
+"""How large a trained core's input weights are, per kind of input, against the same network at its start
+(docs/results.md, "A cue one frame later").
+
+    python tools/input_weights.py RUN_DIR [RUN_DIR ...] [--out CSV]
+
+For each run: its config and newest checkpoint, and the network the run started from (rebuilt from its
+config and seed, as ``tools/cue_memory.py --initial`` does). The core input x(t) is laid out as the network
+builds it: the stem's features (with ``stem: none`` and centred frames, the centred pixels), then the frame
+centres (and spreads), the previous reward, the previous action (one-hot) and the episode-start flag, each
+where the config has it. For every input weight matrix of the core (a 2-dim parameter with one column per
+input: the eLSTM's F, Z, O, the RTU's W1, W2, ...) the table gives the root mean square of its columns of
+each kind, trained and initial. A kind whose gradient is only noise (the pixels of noise frames) shows
+as weights that grew under Adam without carrying anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+
+from r2ac.api import initial_net, load_checkpoint_for, policy_from_checkpoint
+from r2ac.config import load_config
+
+FIELDS = ("run", "step", "matrix", "kind", "columns", "rms_initial", "rms_trained", "ratio")
+
+
+def input_kinds(net) -> list[tuple[str, int, int]]:
+    """(kind, first column, end column) of the core input's parts, in the order the network concatenates
+    them (``AgentNet.scaled_features`` then ``inputs.core_input``)."""
+    kinds, at = [], 0
+    centres = net.feature_size - net.stem.output_size
+    for kind, width in (("features" if not net.centre_frames else "centred pixels", net.stem.output_size),
+                        ("frame centres", centres), ("reward", int(net.reward_input)),
+                        ("action", net.num_actions if net.prev_action_input else 0),
+                        ("episode start", int(net.episode_start_input))):
+        if width:
+            kinds.append((kind, at, at + width))
+            at += width
+    if at != net.core_input_size:
+        raise ValueError(f"input_weights: the parts add up to {at} columns, the core takes {net.core_input_size}")
+    return kinds
+
+
+def rows_for(name: str, step: int, trained, initial) -> list[dict]:
+    """One row per input matrix of the core and kind of input."""
+    rows = []
+    width = trained.core_input_size
+    start = dict(initial.core.named_parameters())
+    for pname, w in trained.core.named_parameters():
+        if w.dim() != 2 or w.shape[-1] != width:
+            continue
+        for kind, a, b in input_kinds(trained):
+            before = float(start[pname].detach()[:, a:b].pow(2).mean().sqrt())
+            after = float(w.detach()[:, a:b].pow(2).mean().sqrt())
+            rows.append({"run": name, "step": step, "matrix": pname, "kind": kind, "columns": b - a,
+                         "rms_initial": before, "rms_trained": after,
+                         "ratio": after / before if before else float("nan")})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("runs", nargs="+")
+    p.add_argument("--out", default="", help="also write the table as CSV here")
+    a = p.parse_args(argv)
+    rows = []
+    for run in a.runs:
+        cfg = load_config(os.path.join(run, "config.yaml"))
+        policy = policy_from_checkpoint(load_checkpoint_for(run), cfg)
+        rows += rows_for(os.path.basename(os.path.normpath(run)), policy.step, policy.net,
+                         initial_net(cfg, policy.net))
+    print("| " + " | ".join(FIELDS) + " |\n|" + " --- |" * len(FIELDS))
+    for r in rows:
+        print("| " + " | ".join(f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k in FIELDS) + " |")
+    if a.out:
+        with open(a.out, "w", newline="") as fh:
+            w = csv.DictWriter(fh, FIELDS)
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
