@@ -10,13 +10,14 @@ from r2ac.cores.columnar import CCN, Columnar, Constructive
 from r2ac.cores.elstm import ELSTM
 from r2ac.cores.fwp import FastWeights
 from r2ac.cores.lru import LRU
+from r2ac.cores.mix import MixCore
 from r2ac.cores.rtu import RTU
 from r2ac.cores.snap import FELSTMSnAp1
 from r2ac.cores.standard import FeedForwardCore, FELSTMCore, GRUCore, LSTMCore
 
 CORES: Dict[str, Type[RecurrentCore]] = {
-    cls.name: cls for cls in (ELSTM, RTU, LRU, Columnar, CCN, Constructive, FastWeights, FELSTMSnAp1, FELSTMCore,
-                              LSTMCore, GRUCore, FeedForwardCore)
+    cls.name: cls for cls in (ELSTM, RTU, LRU, MixCore, Columnar, CCN, Constructive, FastWeights, FELSTMSnAp1,
+                              FELSTMCore, LSTMCore, GRUCore, FeedForwardCore)
 }
 
 

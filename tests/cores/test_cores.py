@@ -286,6 +286,7 @@ EXACT_VARIANTS = [("rtu", {"variant": "nonlinear", "activation": a}) for a in ("
                                                                                "identity")]
 EXACT_VARIANTS += [("fwp", {"chunk_size": 16})]
 EXACT_VARIANTS += [("elstm", {"contractive": True})]
+EXACT_VARIANTS += [("mix", {"parts": [["elstm", 2, {"contractive": True}], ["lru", 1], ["rtu", 1, {"variant": "nonlinear"}]]})]
 EXACT = [(n, {}) for n in sorted(CORES) if CORES[n].supports_rtrl and CORES[n].exact_rtrl] + EXACT_VARIANTS
 # The multi-layer LRU learns by the online rule of Zucchet et al. 2023 (exact inside a layer, spatial between
 # layers): tests/cores/test_lru.py checks it against the paper's rule and its independence of segmentation.
@@ -379,3 +380,31 @@ def test_reset_and_state_round_trips(name, options):
         yb, sb = other(x, st2, reset)
         yc, _ = other(x, st3, reset)
     assert torch.equal(ya, yb) and torch.equal(ya, yc) and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_mix_is_its_parts_side_by_side():
+    """model.core=mix: the output is the parts' outputs concatenated, each part run alone with its own
+    weights and state; the state holds each part's keys under its index; bad parts are refused by name."""
+    torch.manual_seed(0)
+    mix = make_core("mix", D, 5, learning="rtrl", parts=[["elstm", 3, {"contractive": True}], ["rtu", 2]])
+    assert [type(p).name for p in mix.parts] == ["elstm", "rtu"] and mix.parts[0].contractive
+    assert mix.output_size == 3 + 2 * 2
+    assert set(mix.state_spec()) == {"0_" + k for k in mix.parts[0].state_spec()} | {
+        "1_" + k for k in mix.parts[1].state_spec()}
+    assert len(mix.recurrent_parameters()) == len(mix.parts[0].recurrent_parameters()) + len(
+        mix.parts[1].recurrent_parameters())
+    x, reset, _ = _data(T=30)
+    with torch.no_grad():
+        y, st = mix(x, mix.initial_state(B), reset)
+        for i, part in enumerate(mix.parts):
+            yi, sti = part(x, part.initial_state(B), reset)
+            lo = sum(p.output_size for p in mix.parts[:i])
+            assert torch.equal(y[..., lo:lo + part.output_size], yi)
+            assert all(torch.equal(st[f"{i}_{k}"], v) for k, v in sti.items())
+    default = make_core("mix", D, 5)
+    assert [(type(p).name, p.hidden_size) for p in default.parts] == [("elstm", 3), ("rtu", 2)]
+    for parts, needle in (([["elstm", 3], ["rtu", 3]], "add up to 6"), ([["felstm_snap1", 5]], "approximate RTRL"),
+                          ([["nope", 5]], "unknown part 'nope'"), ([["elstm", 0], ["rtu", 5]], "positive number"),
+                          ([["mix", 5]], "another core"), ("elstm", "non-empty list")):
+        with pytest.raises(ValueError, match=needle):
+            make_core("mix", D, 5, learning="rtrl", parts=parts)
