@@ -286,7 +286,8 @@ EXACT_VARIANTS = [("rtu", {"variant": "nonlinear", "activation": a}) for a in ("
                                                                                "identity")]
 EXACT_VARIANTS += [("fwp", {"chunk_size": 16})]
 EXACT_VARIANTS += [("elstm", {"contractive": True})]
-EXACT_VARIANTS += [("mix", {"parts": [["elstm", 2, {"contractive": True}], ["lru", 1], ["rtu", 1, {"variant": "nonlinear"}]]})]
+EXACT_VARIANTS += [("mix", {"parts": [["elstm", 2, {"contractive": True}], ["lru", 1],
+                                      ["rtu", 1, {"variant": "nonlinear"}]]})]
 EXACT = [(n, {}) for n in sorted(CORES) if CORES[n].supports_rtrl and CORES[n].exact_rtrl] + EXACT_VARIANTS
 # The multi-layer LRU learns by the online rule of Zucchet et al. 2023 (exact inside a layer, spatial between
 # layers): tests/cores/test_lru.py checks it against the paper's rule and its independence of segmentation.
