@@ -25,7 +25,6 @@ initialised after seeding torch with the run's seed, as the run did) plays
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 
@@ -33,6 +32,7 @@ import numpy as np
 import torch
 
 from r2ac.api import Policy, initial_net, load_checkpoint_for, policy_from_checkpoint
+from r2ac.bench.common import print_markdown_and_csv
 from r2ac.config import load_config
 from r2ac.envs.recall import CueVecEnv
 
@@ -136,14 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"run": name, "weights": "initial",
                          **probe(Policy(fresh, cfg), dict(cfg.env.options), a.episodes)})
         rows.append({"run": name, "weights": f"step {policy.step}", **probe(policy, dict(cfg.env.options), a.episodes)})
-    print("| " + " | ".join(FIELDS) + " |\n|" + " --- |" * len(FIELDS))
-    for r in rows:
-        print("| " + " | ".join(f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k in FIELDS) + " |")
-    if a.out:
-        with open(a.out, "w", newline="") as fh:
-            w = csv.DictWriter(fh, FIELDS)
-            w.writeheader()
-            w.writerows(rows)
+    print_markdown_and_csv(rows, FIELDS, a.out)
     return 0
 
 

@@ -16,11 +16,11 @@ as weights that grew under Adam without carrying anything.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 
 from r2ac.api import initial_net, load_checkpoint_for, policy_from_checkpoint
+from r2ac.bench.common import print_markdown_and_csv
 from r2ac.config import load_config
 
 FIELDS = ("run", "step", "matrix", "kind", "columns", "rms_initial", "rms_trained", "ratio")
@@ -71,14 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         policy = policy_from_checkpoint(load_checkpoint_for(run), cfg)
         rows += rows_for(os.path.basename(os.path.normpath(run)), policy.step, policy.net,
                          initial_net(cfg, policy.net))
-    print("| " + " | ".join(FIELDS) + " |\n|" + " --- |" * len(FIELDS))
-    for r in rows:
-        print("| " + " | ".join(f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k in FIELDS) + " |")
-    if a.out:
-        with open(a.out, "w", newline="") as fh:
-            w = csv.DictWriter(fh, FIELDS)
-            w.writeheader()
-            w.writerows(rows)
+    print_markdown_and_csv(rows, FIELDS, a.out)
     return 0
 
 

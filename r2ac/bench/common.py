@@ -74,6 +74,16 @@ def write_csv(path: str, rows: List[Dict], columns: Sequence[str]) -> None:
     atomic_write(path, write, text=True)
 
 
+def print_markdown_and_csv(rows: List[Dict], columns: Sequence[str], out: str = "") -> None:
+    """The probe tools' output: the rows as a markdown table on stdout (floats to 3 significant digits) and,
+    with ``out``, as CSV there."""
+    print("| " + " | ".join(columns) + " |\n|" + " --- |" * len(columns))
+    for r in rows:
+        print("| " + " | ".join(f"{r[k]:.3g}" if isinstance(r[k], float) else str(r[k]) for k in columns) + " |")
+    if out:
+        write_csv(out, rows, columns)
+
+
 def run_labels(runs) -> list:
     """The table's name of each run: its directory name, or, where two runs share one (the same task and seed
     from two bench directories), ``BENCH_DIR/NAME`` (the directory above ``runs/``)."""
