@@ -40,8 +40,8 @@ Held-out tasks, designed elsewhere and never used to choose a setting here: ``po
 by class name (Morad et al. 2023; e.g. ``popgym:RepeatFirstEasy``, ``popgym:CountRecallMedium``), and
 ``minigrid:<Id>``, a MiniGrid task (Chevalier-Boisvert et al. 2023; e.g. ``minigrid:MemoryS13Random``, one-hot
 views, ``r2ac.envs.minigrid_env``). Their span is fixed by the task: the bench runs each once, whatever
-``--spans`` says, and its span column is the task's episode length (POPGym's ``max_episode_length``, MiniGrid's
-``max_steps``: the longest distance from an observation to a reward that may need it). Success is the
+``--spans`` says, and its span column is the task's episode length (POPGym's ``max_episode_length`` or
+``episode_length``, or one random episode's length where the task states none; MiniGrid's ``max_steps``: the longest distance from an observation to a reward that may need it). Success is the
 task's episode return: POPGym's in [-1, 1] (RepeatFirst: the fraction of the episode's steps answered right,
 times 2, minus 1; chance -0.5 with 4 suits); MiniGrid's 1 - 0.9 x steps / max_steps where solved, 0 where
 not (Memory: a quick walk to the wrong object scores 0, to the right one about 0.97); pick ``--threshold``
@@ -115,16 +115,29 @@ def is_held_out(task: str) -> bool:
     return task.startswith(HELD_OUT_PREFIXES)
 
 
+#: the most steps ``popgym_span`` plays to find the end of an episode of a task that states no length
+POPGYM_MEASURE_LIMIT = 100_000
+
+
 def popgym_span(task: str) -> int:
-    """A POPGym task's span: its episode length (``max_episode_length``), fixed by the task."""
+    """A POPGym task's span: its episode length. Most tasks state it (``max_episode_length``, or
+    ``episode_length`` as Concentration does); for one that states none (HigherLower, whose episode is a
+    deck dealt to its last card) it is the length of one episode played with random actions (seed 0)."""
     from r2ac.envs.continuous import popgym_class
 
-    cls = popgym_class(task[len(POPGYM_PREFIX):])  # raises for an unknown name, naming the known ones
-    length = getattr(cls(), "max_episode_length", None)
-    if not length:
-        raise ValueError(f"{task} has no fixed episode length (max_episode_length); the bench runs POPGym tasks "
-                         "that have one, e.g. popgym:RepeatFirstEasy, popgym:CountRecallEasy, popgym:AutoencodeEasy")
-    return int(length)
+    env = popgym_class(task[len(POPGYM_PREFIX):])()  # raises for an unknown name, naming the known ones
+    for attr in ("max_episode_length", "episode_length"):
+        length = getattr(env, attr, None)
+        if length:
+            return int(length)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    for step in range(1, POPGYM_MEASURE_LIMIT + 1):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            return step
+    raise ValueError(f"{task} states no episode length and one episode with random actions did not end within "
+                     f"{POPGYM_MEASURE_LIMIT} steps; the bench needs tasks whose episodes end")
 
 
 def held_out_span(task: str) -> int:

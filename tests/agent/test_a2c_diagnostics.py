@@ -448,7 +448,7 @@ def test_bench_memory_runs_held_out_popgym_tasks_at_their_own_span(tmp_path, cap
     """popgym:<Name> runs once, at its episode length whatever --spans says (RepeatFirstEasy: 51 steps),
     with full BPTT over that length for tbptt-full; a name POPGym lacks, or a task without a fixed episode
     length, is refused before any run starts."""
-    from r2ac.bench.memory import METHODS, main, run_config
+    from r2ac.bench.memory import METHODS, main, popgym_span, run_config
 
     out = tmp_path / "bm"
     rows = short_held_out_run("popgym:RepeatFirstEasy", "3,7", out)
@@ -466,10 +466,12 @@ def test_bench_memory_runs_held_out_popgym_tasks_at_their_own_span(tmp_path, cap
     ff = run_config("configs/quickstart.yaml", "cue-pixels", 100, "feedforward", 0, str(tmp_path / "ff"),
                     ["model.core_options.contractive=false", "model.core_options.activation=tanh"])
     assert ff.model.core_options == {"activation": "tanh"}
-    for bad in ("popgym:Nope", "popgym:HigherLowerEasy"):
-        with pytest.raises(SystemExit):
-            main(["--tasks", bad, "--out", str(out)])
-    assert "has no fixed episode length" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--tasks", "popgym:Nope", "--out", str(out)])
+    assert "unknown POPGym task 'Nope'" in capsys.readouterr().err
+    # tasks that state no max_episode_length: Concentration's episode_length; HigherLower's deck of 52 cards,
+    # dealt one a step to the last, measured by playing one episode
+    assert popgym_span("popgym:ConcentrationEasy") == 104 and popgym_span("popgym:HigherLowerEasy") == 51
 
 
 def test_bench_memory_runs_held_out_minigrid_tasks_at_their_max_steps(tmp_path, capsys):
