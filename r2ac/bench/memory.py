@@ -69,12 +69,15 @@ that differs is marked ``(*)`` and the keys listed under the table, one whose ru
 the defaults against an override, each a list of bench directories) on the cells they share, in agent steps
 to solve per seed (``compare.md``, ``compare.csv``, ``compare.png``), and each seed's success curve against
 agent steps where its run directory is kept (``compare_curves.png``: a fall after solving shows there).
+Both key a cell by task, span and method, and give a variant (env options beyond the task's, e.g.
+``env.options.cues=6``: ``memory_runs.csv``'s ``options`` column) cells of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import math
 import multiprocessing
@@ -101,7 +104,7 @@ TASKS: Dict[str, tuple] = {
 }
 METHODS = ("rtrl", "tbptt", "tbptt-full", "feedforward", "a2c")
 RUN_COLUMNS = ["task", "span", "method", "seed", "status", "steps", "wall_s", "steps_per_s", "solved_s",
-               "solved_steps", "best", "final", "held", "settled", "fresh"]
+               "solved_steps", "best", "final", "held", "settled", "fresh", "options"]
 SUMMARY_COLUMNS = ["task", "span", "method", "seeds", "solved", "median_solved_min", "max_solved_min",
                    "median_solved_Msteps", "median_best", "median_final", "min_held", "min_settled", "median_fresh"]
 
@@ -165,8 +168,8 @@ def task_spec(task: str, span: int) -> tuple:
 
 def task_order(task: str) -> tuple:
     """Sort key: the built-in tasks in ``TASKS`` order, then the held-out ones by name."""
-    known = list(TASKS)
-    return (known.index(task) if task in known else len(known), task)
+    known, base = list(TASKS), task.split(" [")[0]  # a variant's cell (``cell_task``) sorts after its task's
+    return (known.index(base) if base in known else len(known), base, task)
 
 
 def method_overrides(method: str, episode_steps: int, num_envs: int) -> List[str]:
@@ -303,7 +306,7 @@ def _one_run(job) -> Dict:
         summary = json.load(f)
     return {"task": task, "span": span, "method": method, "seed": seed, "status": summary["status"],
             "steps": summary["step"], "steps_per_s": summary["steps_per_s"], "fresh": fresh_return(run_dir),
-            "run_dir": run_dir}
+            "options": run_variant(run_dir, task, span) or "", "run_dir": run_dir}
 
 
 FRESH_EPISODES = 3  # per env
@@ -400,8 +403,9 @@ def read_runs_csv(path: str) -> List[Dict]:
         for r in csv.DictReader(f):
             row: Dict = {"task": r["task"], "span": int(r["span"]), "method": r["method"], "seed": int(r["seed"]),
                          "status": r["status"]}
-            for k in RUN_COLUMNS[5:]:
+            for k in RUN_COLUMNS[5:-1]:
                 row[k] = float(r[k]) if r.get(k) not in (None, "") else math.nan
+            row["options"] = r.get("options")  # None: a bench written before the column existed
             out.append(row)
     return out
 
@@ -492,11 +496,45 @@ def bench_run_dir(bench_dir: str, task: str, span: int, method: str, seed: int) 
     return os.path.join(bench_dir, "runs", f"{task.replace(':', '-')}-{span}-{method}-s{seed}")
 
 
+@functools.lru_cache(maxsize=None)
+def _task_options(task: str, span: int) -> tuple:
+    """The env options the bench gives ``task`` at ``span``, as sorted (key, value) pairs."""
+    return tuple(sorted(task_spec(task, span)[1].items()))
+
+
+def run_variant(run_dir: str, task: str, span: int) -> Optional[str]:
+    """The env options a bench run trained with beyond those its task and span set (``env.options.KEY=VALUE``
+    overrides, e.g. ``cues=6``), as ``"KEY=VALUE KEY=VALUE"`` in key order; ``""`` where there are none,
+    ``None`` where the run left no ``config.yaml``. The bench writes it to ``memory_runs.csv`` (``options``);
+    ``--compare`` and ``--matrix`` give a variant cells of its own."""
+    import yaml
+
+    path = os.path.join(run_dir, "config.yaml")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        saved = ((yaml.safe_load(f) or {}).get("env") or {}).get("options") or {}
+    default = dict(_task_options(task, span))
+    missing = object()
+    def text(v) -> str:  # as the override that sets it would write it
+        return str(v).lower() if isinstance(v, bool) else str(v)
+
+    return " ".join(f"{k}={text(saved[k])}" for k in sorted(saved) if default.get(k, missing) != saved[k])
+
+
+def cell_task(task: str, variant: str) -> str:
+    """The task column of a cell: the task, and its variant's env options in brackets."""
+    return f"{task} [{variant}]" if variant else task
+
+
 def gather_cells(dirs: Sequence[str], option: str = "--matrix") -> Dict[tuple, tuple]:
     """{(task, span, method): (source directories, runs in seed order)} over the benches in ``dirs`` (each
     with a ``memory_runs.csv``); a seed that several directories ran counts as the last one's run (e.g. a
-    longer rerun of one seed)."""
+    longer rerun of one seed). Runs of a variant (env options beyond the task's, read from each run's saved
+    config: :func:`run_variant`) form cells of their own, the task named ``task [KEY=VALUE ...]``; each run
+    row keeps its own ``task``."""
     by_seed: Dict[tuple, tuple] = {}
+    unknown: Dict[str, int] = {}
     for d in dirs:
         path = os.path.join(d, "memory_runs.csv")
         if not os.path.exists(path):
@@ -504,7 +542,16 @@ def gather_cells(dirs: Sequence[str], option: str = "--matrix") -> Dict[tuple, t
                                     "(its --out), e.g. results/memory/scaled/span100")
         for r in read_runs_csv(path):
             r["bench_dir"] = d
-            by_seed[r["task"], r["span"], r["method"], r["seed"]] = (d, r)
+            variant = r["options"]
+            if variant is None:  # a bench from before the options column: read the run's saved config
+                variant = run_variant(bench_run_dir(d, r["task"], r["span"], r["method"], r["seed"]), r["task"],
+                                      r["span"])
+                if variant is None:
+                    unknown[d] = unknown.get(d, 0) + 1
+            by_seed[cell_task(r["task"], variant or ""), r["span"], r["method"], r["seed"]] = (d, r)
+    for d, n in unknown.items():
+        print(f"{option}: {d}: {n} run(s) with no options column and no config.yaml under runs/; counted as their "
+              "task's own settings (a variant of env options cannot be told apart there)", file=sys.stderr)
     cells: Dict[tuple, tuple] = {}
     for key in sorted(by_seed, key=lambda k: k[3]):
         d, r = by_seed[key]
@@ -698,7 +745,8 @@ def compare_curves(settings: Dict[str, List[str]], window_episodes: int = 400) -
     for key in keys:
         for label, cells in per.items():
             for r in cells.get(key, ((), ()))[1]:
-                f = os.path.join(bench_run_dir(r["bench_dir"], *key, r["seed"]), "metrics.csv")
+                f = os.path.join(bench_run_dir(r["bench_dir"], r["task"], r["span"], r["method"], r["seed"]),
+                                 "metrics.csv")
                 curve = read_success_curve(f, window_episodes=window_episodes) if os.path.exists(f) else []
                 if curve:
                     out.setdefault(key, {}).setdefault(label, []).append(curve)

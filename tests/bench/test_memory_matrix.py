@@ -218,6 +218,51 @@ def test_matrix_marks_cells_not_run_with_the_settings_under_test(tmp_path, capsy
     capsys.readouterr()
 
 
+def test_compare_gives_a_variant_of_env_options_cells_of_its_own(tmp_path, capsys):
+    """Runs that differ only in env options (``env.options.cues=6``) are a variant, not more seeds of the task:
+    read from the ``options`` column, else from each run's saved config; unknown where neither is there."""
+    from r2ac.bench.memory import compare, gather_cells, parse_settings, read_runs_csv, run_variant
+
+    def bench(name, seeds, overrides=(), keep=True, column=True, options=""):
+        d = tmp_path / name
+        for seed in seeds if keep else ():
+            _saved_run(d, "cue-pixels", 300, "rtrl", seed, overrides)
+        d.mkdir(exist_ok=True)
+        runs = [_run("cue-pixels", 300, "rtrl", s, solved_s=60.0, final=1.0, held=0.95) for s in seeds]
+        for r, s in zip(runs, seeds):
+            r["solved_steps"], r["options"] = 1e6 * (s + 1) * (2 if overrides or options else 1), options
+        write_csv(str(d / "memory_runs.csv"), runs, RUN_COLUMNS if column else RUN_COLUMNS[:-1])
+        return str(d)
+
+    plain = bench("plain", [0, 1], column=False)
+    six = bench("six", [0, 1], ["env.options.cues=6", "env.options.distractors=0.25"], column=False)
+    first = os.path.join("runs", "cue-pixels-300-rtrl-s0")
+    assert run_variant(os.path.join(six, first), "cue-pixels", 300) == "cues=6 distractors=0.25"
+    assert run_variant(os.path.join(plain, first), "cue-pixels", 300) == ""
+    assert run_variant(str(tmp_path / "nowhere"), "cue-pixels", 300) is None
+    cells = gather_cells([plain, six], "--compare")
+    assert list(cells) == [("cue-pixels", 300, "rtrl"), ("cue-pixels [cues=6 distractors=0.25]", 300,
+                                                          "rtrl")]
+    assert [r["solved_steps"] for r in cells["cue-pixels", 300, "rtrl"][1]] == [1e6, 2e6]  # not replaced by six's
+
+    # the options column, where a bench wrote it, is read without the runs' directories
+    mix = bench("mix", [0], keep=False)
+    written = bench("written", [0, 1], keep=False, options="cues=6 distractors=0.25")
+    assert read_runs_csv(os.path.join(mix, "memory_runs.csv"))[0]["options"] == ""
+    assert read_runs_csv(os.path.join(plain, "memory_runs.csv"))[0]["options"] is None
+    rows = compare(parse_settings([f"elstm={plain},{six}", f"mix={mix},{written}"]))
+    assert [(r["task"], r["setting"], r["solved_Msteps"]) for r in rows] == [
+        ("cue-pixels", "elstm", "1.00 2.00"), ("cue-pixels", "mix", "1.00"),
+        ("cue-pixels [cues=6 distractors=0.25]", "elstm", "2.00 4.00"),
+        ("cue-pixels [cues=6 distractors=0.25]", "mix", "2.00 4.00")]
+
+    # neither column nor config: said, and counted as the task's own
+    lost = bench("lost", [0, 1], keep=False, column=False)
+    gather_cells([lost], "--compare")
+    err = capsys.readouterr().err
+    assert f"--compare: {lost}: 2 run(s) with no options column and no config.yaml" in err
+
+
 def test_every_bench_task_builds_its_env_with_the_episode_length_it_declares():
     """``TASKS``' episode steps (what ``tbptt-full`` unrolls) are the length of the env's episodes."""
     import numpy as np
