@@ -123,6 +123,15 @@ class RecurrentCore(nn.Module):
         return f"input_size={self.input_size}, hidden_size={self.hidden_size}, learning={self.learning!r}"
 
     # -- input validation (shape/dtype/device metadata only: no device sync) ------------------
+    def _specs(self):
+        """(full state spec, hidden spec, their key sets), built once per learning mode: the shapes follow
+        from the sizes and options fixed at construction, and every forward call checks against them."""
+        cache = self.__dict__.setdefault("_spec_cache", {})
+        if self.learning not in cache:
+            full, hidden = self.state_spec(sensitivities=True), dict(self.hidden_spec())
+            cache[self.learning] = (full, hidden, frozenset(full), frozenset(hidden))
+        return cache[self.learning]
+
     def _check_inputs(self, x, state, reset, need_sensitivities: bool) -> None:
         who = f"core {self.name!r} (learning={self.learning!r})"
         if not isinstance(x, Tensor):
@@ -158,12 +167,11 @@ class RecurrentCore(nn.Module):
             raise ValueError(f"reset is on {reset.device} but x is on {x.device}")
         if not isinstance(state, dict):
             raise TypeError(f"state must be the dict returned by core.initial_state(), got {type(state).__name__}")
-        full = self.state_spec(sensitivities=True)
-        hidden = self.hidden_spec()
+        full, hidden, full_keys, hidden_keys = self._specs()
         keys = set(state)
         if need_sensitivities and self.learning == "rtrl":
-            if keys != set(full):
-                if keys == set(hidden):
+            if keys != full_keys:
+                if keys == hidden_keys:
                     raise ValueError(
                         f"state holds no RTRL sensitivities ({sorted(full.keys() - keys)} missing): "
                         f"it came from a call with sensitivities=False; pass the trajectory-start state, or "
@@ -173,7 +181,7 @@ class RecurrentCore(nn.Module):
                     f"state has keys {sorted(keys)}, but {who} expects {sorted(full)}: it was made by "
                     f"another core or learning mode; use core.initial_state(batch_size)"
                 )
-        elif not set(hidden) <= keys or not keys <= set(full):
+        elif not hidden_keys <= keys or not keys <= full_keys:
             raise ValueError(
                 f"state has keys {sorted(keys)}, but {who} expects {sorted(hidden)}"
                 + (f" (plus {sorted(full.keys() - hidden.keys())})" if full.keys() - hidden.keys() else "")

@@ -103,6 +103,9 @@ class MixCore(RecurrentCore):
     def extra_repr(self) -> str:
         return super().extra_repr() + ", parts=" + ", ".join(f"{n}:{u}" for n, u, _ in self.part_specs)
 
+    def _param_ref(self):
+        return self.parts[0]._param_ref()
+
     def _forward(self, x, state, keep, return_state, sensitivities):
         ys, out = [], {}
         for i, p in enumerate(self.parts):

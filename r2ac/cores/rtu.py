@@ -193,7 +193,19 @@ class RTU(RecurrentCore):
         return [getattr(self, p) for p in RECURRENT]
 
     def decay(self) -> Tuple[Tensor, Tensor]:
-        """(lambda complex [n], gamma real [n]) as differentiable functions of nu_log, theta_log."""
+        """(lambda complex [n], gamma real [n]) as differentiable functions of nu_log, theta_log. Without
+        autograd (an actor's steps) the values are kept until either parameter changes in place (its version
+        counter: an optimizer step, a weight load)."""
+        if torch.is_grad_enabled():
+            return self._decay()
+        key = tuple((p._version, p.data_ptr(), id(p), p.dtype, p.device) for p in (self.nu_log, self.theta_log))
+        cached = self.__dict__.get("_decay_cache")
+        if cached is None or cached[0] != key:
+            cached = (key, self._decay())
+            self.__dict__["_decay_cache"] = cached
+        return cached[1]
+
+    def _decay(self) -> Tuple[Tensor, Tensor]:
         r = torch.exp(-torch.exp(self.nu_log))
         lam = torch.polar(r, torch.exp(self.theta_log))
         return lam, torch.sqrt(1 - r * r)

@@ -213,6 +213,35 @@ def test_rtu_init_and_parametrisation():
     assert torch.allclose(lam.angle(), theta)
 
 
+def test_rtu_decay_without_autograd_is_kept_until_a_parameter_changes():
+    """An actor's no-grad steps reuse lambda and gamma; an optimizer step, a weight load or a dtype change
+    gives new ones, equal to what autograd's path computes."""
+    core = _rtu("rtrl")
+
+    def fresh():
+        with torch.enable_grad():
+            lam, gamma = core.decay()
+        return lam.detach(), gamma.detach()
+
+    with torch.no_grad():
+        first = core.decay()
+        assert core.decay()[0] is first[0]  # kept
+    opt = torch.optim.SGD(core.parameters(), lr=0.1)
+    core.nu_log.grad, core.theta_log.grad = torch.ones(N), torch.ones(N)
+    opt.step()
+    with torch.no_grad():
+        lam, gamma = core.decay()
+    assert lam is not first[0] and torch.equal(lam, fresh()[0]) and torch.equal(gamma, fresh()[1])
+    core.load_state_dict({k: v + 0.01 for k, v in core.state_dict().items()})
+    with torch.no_grad():
+        assert torch.equal(core.decay()[0], fresh()[0])
+    core.float()
+    with torch.no_grad():
+        assert core.decay()[0].dtype == torch.complex64 and torch.equal(core.decay()[0], fresh()[0])
+    with torch.enable_grad():
+        assert core.decay()[0].requires_grad  # the learner's path is never cached
+
+
 def test_rtu_bad_options_and_input():
     with pytest.raises(ValueError, match="variant"):
         RTU(D, N, variant="gated")
