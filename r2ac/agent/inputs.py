@@ -14,6 +14,7 @@ elsewhere) with ``model.episode_start_input``.
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numpy as np
@@ -83,6 +84,22 @@ def centre_frame(pixels: Tensor, channels: int, statistic: str = "mean",
     elif statistic == "median_feed_mean":
         centres = x.mean(-1)
     return (x - m).flatten(-2), centres
+
+
+def helmert_basis(channels: int) -> Tensor:
+    """The C x C orthonormal matrix whose rows are: all channels equally (1 / sqrt(C) each: the grey level),
+    then for k = 1 .. C - 1 the contrast of channel k against the k before it (Helmert's contrasts:
+    (1, ..., 1, -k, 0, ..., 0) / sqrt(k (k + 1))). For RGB: (R + G + B) / sqrt(3), (R - G) / sqrt(2) and
+    (R + G - 2B) / sqrt(6). A rotation: it keeps lengths and loses nothing; a grey input (the same value in
+    every channel) lies on the first axis alone."""
+    if not isinstance(channels, int) or channels < 1:
+        raise ValueError(f"helmert_basis: channels must be a positive int, got {channels!r}")
+    H = torch.zeros(channels, channels, dtype=torch.float64)
+    H[0] = 1.0 / math.sqrt(channels)
+    for k in range(1, channels):
+        H[k, :k] = 1.0 / math.sqrt(k * (k + 1))
+        H[k, k] = -k / math.sqrt(k * (k + 1))
+    return H.to(torch.get_default_dtype())
 
 
 def channel_spread(centred: Tensor, channels: int) -> Tensor:

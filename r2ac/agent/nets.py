@@ -77,6 +77,7 @@ def resolve_episode_start_value(value: float | str, stem) -> float:
 
 
 FRAME_CENTRES = ("mean", "median", "median_mean", "median_feed_mean")  # model.frame_centre
+CENTRE_BASES = ("channels", "contrasts")  # model.centre_basis
 
 
 def resolve_centre_frames(value: bool | str, stem) -> bool:
@@ -145,7 +146,7 @@ class AgentNet(nn.Module):
                  episode_start_value: float | str = "auto", centre_frames: bool | str = "auto",
                  frame_centre: str = "median_feed_mean", frame_spread: bool = False,
                  running_centres: bool | str = False, head_hidden: int = 0, head_input: bool = False,
-                 head_norm: bool = False):
+                 head_norm: bool = False, centre_basis: str = "channels"):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -172,6 +173,11 @@ class AgentNet(nn.Module):
         centre_inputs = self.frame_channels * (2 if frame_centre == "median_mean" else 1) + (
             self.frame_channels if frame_spread else 0)
         self.running_centres = resolve_running_centres(running_centres, self.centre_frames)
+        if centre_basis not in CENTRE_BASES:
+            raise ValueError(f"model.centre_basis must be one of {', '.join(CENTRE_BASES)}, got {centre_basis!r}")
+        self.centre_basis = centre_basis
+        if centre_basis == "contrasts" and self.frame_channels:  # fixed, not learned: a buffer, saved with the net
+            self.register_buffer("centre_rotation", inputs.helmert_basis(self.frame_channels))
         if self.running_centres:  # the running mean of the frame statistics, and how many frames it holds
             self.register_buffer("centre_mean", torch.zeros(centre_inputs))
             self.register_buffer("centre_frames_seen", torch.zeros((), dtype=torch.float64))
@@ -209,7 +215,7 @@ class AgentNet(nn.Module):
                    centre_frames=model_cfg.centre_frames, frame_centre=model_cfg.frame_centre,
                    frame_spread=model_cfg.frame_spread, running_centres=model_cfg.running_centres,
                    head_hidden=model_cfg.head_hidden, head_input=model_cfg.head_input,
-                   head_norm=model_cfg.head_norm)
+                   head_norm=model_cfg.head_norm, centre_basis=model_cfg.centre_basis)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -237,11 +243,17 @@ class AgentNet(nn.Module):
         over the frame (times ``input_scale``), then the C (or 2C) channel centres, unscaled
         (``inputs.centre_frame``), then with ``frame_spread`` the C channel spreads, unscaled
         (``inputs.channel_spread``); with ``running_centres`` the centres and spreads minus their running mean
-        (``observe_frames``). ``frame_stats``: ``frame_stats(features)`` where the caller has it already."""
+        (``observe_frames``); with ``centre_basis: contrasts`` each group of C of them re-coded in the
+        orthonormal basis of ``inputs.helmert_basis``. ``frame_stats``: ``frame_stats(features)`` where the
+        caller has it already."""
         if self.centre_frames:
             pixels, stats = frame_stats if frame_stats is not None else self.frame_stats(features)
             if self.running_centres:
                 stats = stats - self.centre_mean.to(stats.dtype)
+            if self.centre_basis == "contrasts":
+                C = self.frame_channels
+                rot = self.centre_rotation.to(stats.dtype)
+                stats = (stats.unflatten(-1, (stats.shape[-1] // C, C)) @ rot.T).flatten(-2)
             return torch.cat([pixels * self.input_scale, stats], -1)
         return features * self.input_scale if self.input_scale != 1.0 else features
 

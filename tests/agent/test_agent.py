@@ -26,11 +26,12 @@ def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True
     episode-start flag; ``head``: heads with a hidden layer that see the core's input too (model.head_hidden,
     model.head_input), or "norm": linear heads on the layer-normalised output (model.head_norm)."""
     torch.manual_seed(seed)
-    if pixels:  # "<frame_centre>[+spread][+running]": also model.frame_spread, model.running_centres
+    if pixels:  # "<frame_centre>[+spread][+running][+contrasts]": frame_spread, running_centres, centre_basis
         venv = make_vec_env("cue", 3, seed, obs="pixels", size=4, span=3, distractors=0.5)
         centre, *extra = pixels.split("+")
         kw = dict(stem="none", centre_frames=True, frame_centre=centre, episode_start_input=True,
-                  frame_spread="spread" in extra, running_centres="running" in extra)
+                  frame_spread="spread" in extra, running_centres="running" in extra,
+                  centre_basis="contrasts" if "contrasts" in extra else "channels")
     else:
         venv = make_vec_env("tmaze", 3, seed, corridor_length=4)
         kw = dict(stem="mlp", stem_channels=[], stem_fc=8)
@@ -120,7 +121,8 @@ def _loss(net, outputs, traj, boot=None, target_pg=True):
 @pytest.mark.parametrize("learning, pixels, head", [
     ("rtrl", False, False), ("tbptt", False, False), ("rtrl", "mean", False), ("rtrl", "median", False),
     ("rtrl", "median_mean", False), ("rtrl", "median_feed_mean", False),
-    ("rtrl", "median_feed_mean+spread+running", False), ("rtrl", False, True), ("tbptt", False, True),
+    ("rtrl", "median_feed_mean+spread+running", False), ("rtrl", "median_mean+running+contrasts", False),
+    ("rtrl", False, True), ("tbptt", False, True),
     ("rtrl", "median_feed_mean", True), ("rtrl", False, "norm")])
 def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning, pixels, head):
     """float64: the sum of the learner's per-trajectory gradients equals full-sequence BPTT of the same
@@ -698,6 +700,51 @@ def test_centre_frames_feeds_centred_scaled_pixels_then_the_means():
     assert load_config("configs/quickstart.yaml").learner.logit_penalty == 1e-3
     del old["learner"]["logit_penalty"]  # saved before the key: no penalty on the logits
     assert config_from_dict(upgrade_resolved(old)).learner.logit_penalty == 0.0
+
+
+def test_centre_basis_contrasts_recodes_the_channel_centres_by_a_rotation():
+    """model.centre_basis=contrasts: each group of C centres (after the running mean) enters as their grey
+    level and C - 1 contrasts (Helmert's orthonormal basis); a grey frame moves the first input alone, a
+    colour the others; nothing changes where frames are not centred; a run saved before the key read
+    'channels'."""
+    from r2ac.agent.inputs import helmert_basis
+
+    H = helmert_basis(3).double()
+    assert torch.allclose(H @ H.T, torch.eye(3, dtype=torch.float64))
+    assert torch.allclose(H, torch.tensor([[1 / 3 ** .5] * 3, [2 ** -.5, -2 ** -.5, 0],
+                                           [6 ** -.5, 6 ** -.5, -2 * 6 ** -.5]], dtype=torch.float64))
+    assert torch.equal(helmert_basis(1), torch.ones(1, 1))
+    with pytest.raises(ValueError, match="channels must be a positive int"):
+        helmert_basis(0)
+    kw = dict(stem="none", hidden_size=4, episode_start_input=True, frame_centre="median_mean")
+    net = AgentNet((3, 4, 4), 3, centre_basis="contrasts", running_centres=True, **kw)
+    plain = AgentNet((3, 4, 4), 3, running_centres=True, **kw)
+    assert net.feature_size == plain.feature_size == 48 + 6
+    net.centre_mean.copy_(torch.arange(6.0) / 10)
+    plain.centre_mean.copy_(net.centre_mean)
+    grey = torch.full((1, 1, 3, 4, 4), 0.5)
+    feats = net.features(grey)
+    a, b = net.scaled_features(feats), plain.scaled_features(feats)
+    assert torch.equal(a[..., :48], b[..., :48])  # the pixels as they were
+    for group in (slice(48, 51), slice(51, 54)):  # the medians', then the means' group: rotated each
+        assert torch.allclose(a[..., group], b[..., group] @ H.T.float(), atol=1e-6)
+    plain.centre_mean.zero_()
+    net.centre_mean.zero_()
+    a = net.scaled_features(feats)
+    assert torch.allclose(a[..., 49:51], torch.zeros(2)) and a[..., 48] > 0.8  # grey: its level, no contrast
+    red = torch.zeros(1, 1, 3, 4, 4)
+    red[:, :, 0] = 1.0
+    a = net.scaled_features(net.features(red))
+    assert torch.allclose(a[..., 48:51], torch.tensor([3 ** -.5, 2 ** -.5, 6 ** -.5]), atol=1e-6)
+    vector = AgentNet((5,), 3, stem="none", hidden_size=4, centre_basis="contrasts")  # no frame: no effect
+    assert torch.equal(vector.scaled_features(torch.ones(5)), torch.ones(5))
+    with pytest.raises(ValueError, match="model.centre_basis must be one of channels, contrasts"):
+        AgentNet((3, 4, 4), 3, stem="none", centre_basis="opponent")
+    cfg = load_config("configs/quickstart.yaml", ["model.centre_basis=contrasts"])
+    assert AgentNet.from_config(cfg.model, (3, 4, 4), 3).centre_basis == "contrasts"
+    old = config_to_dict(cfg)
+    del old["model"]["centre_basis"]
+    assert config_from_dict(upgrade_resolved(old)).model.centre_basis == "channels"
 
 
 def test_frame_spread_feeds_each_channels_contrast_after_the_centres():
