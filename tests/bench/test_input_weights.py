@@ -36,10 +36,28 @@ def test_rows_measure_each_kind_against_the_start(load_tool, core):
                 p[:, :768] *= 10.0  # the pixels' columns grew tenfold, the rest kept
     rows = tool.rows_for("run", 5, trained, start)
     matrices = {"elstm": {"F", "Z", "O"}, "rtu": {"W1", "W2"}}[core]
-    assert {r["matrix"] for r in rows} == matrices and len(rows) == 4 * len(matrices)
+    assert {r["matrix"] for r in rows} == matrices and len(rows) == 6 * len(matrices)  # + the centres' 2 axes
     for r in rows:
         assert r["ratio"] == pytest.approx(10.0 if r["kind"] == "centred pixels" else 1.0)
         assert r["rms_initial"] > 0 and r["step"] == 5
+
+
+def test_the_centres_axes_are_the_same_whichever_basis_a_net_feeds(load_tool):
+    """A net fed the channels with weights W and one fed the contrasts with weights W H^T compute the same
+    function: their grey and contrast axes' weights agree."""
+    from r2ac.agent.inputs import helmert_basis
+
+    tool = load_tool("input_weights")
+    channels, contrasts = _net(), _net("model.centre_basis=contrasts")
+    W = channels.core.F.detach()[:, 768:771]
+    with torch.no_grad():
+        contrasts.core.F[:, 768:771] = W @ helmert_basis(3).T
+    a = tool.centre_axes(channels, channels.core.F, 768, 771)
+    b = tool.centre_axes(contrasts, contrasts.core.F, 768, 771)
+    assert [k for k, _ in a] == ["centres: grey axis", "centres: contrast axes"] == [k for k, _ in b]
+    for (_, x), (_, y) in zip(a, b):
+        assert torch.allclose(x, y, atol=1e-6)
+    assert torch.allclose(a[0][1].squeeze(-1).squeeze(-1), W.sum(-1) / 3 ** 0.5, atol=1e-6)
 
 
 def test_input_weights_reads_a_run(tmp_path, capsys, load_tool, tiny_run):
@@ -53,6 +71,7 @@ def test_input_weights_reads_a_run(tmp_path, capsys, load_tool, tiny_run):
     with open(out, newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert {r["matrix"] for r in rows} == {"F", "Z", "O"} and int(rows[0]["step"]) > 0
-    assert {r["kind"] for r in rows} == {"centred pixels", "frame centres", "reward", "episode start"}
+    assert {r["kind"] for r in rows} == {"centred pixels", "frame centres", "reward", "episode start",
+                                         "centres: grey axis", "centres: contrast axes"}
     # the run trained: some input weights moved, none of the initial ones is zero
     assert all(float(r["rms_initial"]) > 0 for r in rows) and any(float(r["ratio"]) != 1.0 for r in rows)
