@@ -25,6 +25,7 @@ initialised after seeding torch with the run's seed, as the run did) plays
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 
@@ -61,8 +62,8 @@ def probe(policy: Policy, options: dict, episodes: int, seed: int = 12345) -> di
     net = policy.net
     if getattr(net.core, "name", "") != "elstm":
         raise SystemExit("cue_memory: the run's core is not the eLSTM (the write rates read its keep gate)")
-    opts = {k: v for k, v in options.items()
-            if k in ("span", "cues", "obs", "size", "distractors", "span_min", "cue_delay")}
+    accepted = inspect.signature(CueVecEnv).parameters  # every option of the run's env (cue_delay_min too)
+    opts = {k: v for k, v in options.items() if k in accepted and k not in ("num_envs", "seed")}
     env = CueVecEnv(episodes, seed, **opts)
     cues = env.cues
     obs = env.reset()

@@ -57,6 +57,30 @@ def test_write_rates_of_a_hand_set_network(tmp_path, load_tool):
     assert r["decode_t0"] == 1.0 and r["decode_query"] < 0.6
 
 
+def test_the_probe_plays_the_runs_env_with_every_option(load_tool, monkeypatch):
+    """The probe's episodes are the run's: every option of the cue env passes (cue_delay_min too: without it a
+    cue trained at step 1 would be shown at step 0 or 1), and none the env does not take."""
+    import functools
+
+    tool = load_tool("cue_memory")
+    seen = {}
+    real = tool.CueVecEnv
+
+    @functools.wraps(real)
+    def spy(*args, **kw):
+        seen.update(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(tool, "CueVecEnv", spy)
+    cfg = load_config("configs/quickstart.yaml", ["env.id=cue", "model.hidden_size=4"])
+    from r2ac.agent.nets import AgentNet
+
+    net = AgentNet.from_config(cfg.model, (3, 16, 16), 3)
+    opts = {"span": 4, "distractors": 0.5, "cue_delay": 1, "cue_delay_min": 1}
+    tool.probe(Policy(net, cfg), {**opts, "not_an_option": 3}, 20)
+    assert seen == opts
+
+
 def test_cue_memory_reads_a_run(tmp_path, capsys, load_tool, tiny_run):
     run = tiny_run("cue", "{span: 3, distractors: 0.5}")
     tool = load_tool("cue_memory")
