@@ -115,11 +115,12 @@ class ModelConfig:
         False, "with centre_frames, C more inputs: each channel's mean absolute distance from its centre over "
         "the frame (its contrast: 0 on a uniform frame, about 0.25 on uniform noise), unscaled")
     centre_basis: Literal["channels", "contrasts"] = _f(
-        "channels", "the basis in which the channel centres (and spreads) that centre_frames feeds enter the "
+        "contrasts", "the basis in which the channel centres (and spreads) that centre_frames feeds enter the "
         "core: 'channels', one input per channel; 'contrasts', an orthonormal re-coding of each group of C: "
         "their sum over the channels / sqrt(C) (a frame's grey level), then C - 1 contrasts between channels "
         "(Helmert's: for RGB (R - G) / sqrt(2) and (R + G - 2B) / sqrt(6)). The same information, on axes "
-        "where a grey frame (noise, blank) moves one input and a colour the others")
+        "where a grey frame (noise, blank) moves one input and a colour the others; the default since 2026-11-29 "
+        "(docs/results.md, 'Colour on axes of its own')")
     running_centres: bool | Literal["auto"] = _f(
         "auto", "the channel centres (and spreads) that centre_frames feeds enter minus their running mean over "
         "every frame the learner has trained on (kept with the weights); 'auto': on with centred frames "

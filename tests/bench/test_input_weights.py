@@ -48,7 +48,7 @@ def test_the_centres_axes_are_the_same_whichever_basis_a_net_feeds(load_tool):
     from r2ac.agent.inputs import helmert_basis
 
     tool = load_tool("input_weights")
-    channels, contrasts = _net(), _net("model.centre_basis=contrasts")
+    channels, contrasts = _net("model.centre_basis=channels"), _net("model.centre_basis=contrasts")
     W = channels.core.F.detach()[:, 768:771]
     with torch.no_grad():
         contrasts.core.F[:, 768:771] = W @ helmert_basis(3).T
