@@ -258,8 +258,12 @@ def test_compose_runs_a_training_to_the_end(podman, image):
             out = subprocess.run(["podman", "wait", trainer], env=env, cwd=ROOT, capture_output=True, text=True,
                                  timeout=300)
         except subprocess.TimeoutExpired:
+            head = f"{project}_ray-head_1"
+            ray_status = subprocess.run(["podman", "exec", head, "ray", "status", "-v"], env=env, cwd=ROOT,
+                                        capture_output=True, text=True, timeout=120)
             pytest.fail("the trainer did not finish within 300 s; the containers' last log lines:\n"
-                        + _log_tails(env, [trainer, f"{project}_ray-head_1", f"{project}_worker_1"]))
+                        + _log_tails(env, [trainer, head, f"{project}_worker_1"])
+                        + f"\n--- ray status on the head ---\n{(ray_status.stdout + ray_status.stderr)[-4000:]}")
         TIMINGS["compose_up_to_trainer_exit_s"] = time.time() - t0
         logs = run(["podman", "logs", trainer], env, timeout=60, check=False)
         text = logs.stdout + logs.stderr

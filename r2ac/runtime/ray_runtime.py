@@ -196,14 +196,30 @@ class LearnerProcess:
             for h in handles:
                 ray.kill(h)
 
-    def _train(self, ckpt, handles, K: int) -> Dict:
-        cfg, n = self.cfg, len(handles)
+    def _await_actors(self, handles) -> tuple:
+        """Each worker's env spec (worker 0's), pid and node, once Ray has placed and started them all. Ray
+        queues an actor until a node has a free CPU for it: the status says how many are up meanwhile (the
+        driver reports a long wait), and a stop request ends the wait."""
+        spec_ref = handles[0].spec.remote()
+        pid_refs = [h.pid.remote() for h in handles]
+        node_refs = [h.where.remote() for h in handles]
+        self._set_status(phase="placing actors", actors_up=0, num_actors=len(handles))
+        while True:
+            _, waiting = ray.wait(node_refs, num_returns=len(node_refs), timeout=1.0)
+            self._set_status(actors_up=len(node_refs) - len(waiting))
+            if not waiting:
+                break
+            if self.stop_requested:
+                raise RunAborted(f"stopped while waiting for Ray to place the actors ({len(node_refs) - len(waiting)}"
+                                 f" of {len(node_refs)} up); nothing was trained")
         try:
-            spec = ray.get(handles[0].spec.remote())
-            pids = ray.get([h.pid.remote() for h in handles])
-            nodes = ray.get([h.where.remote() for h in handles])
+            return ray.get(spec_ref), ray.get(pid_refs), ray.get(node_refs)
         except ray.exceptions.RayActorError as e:  # e.g. the env cannot be built there
             raise RunAborted(f"the actor processes could not start:\n{e}") from None
+
+    def _train(self, ckpt, handles, K: int) -> Dict:
+        cfg, n = self.cfg, len(handles)
+        spec, pids, nodes = self._await_actors(handles)
         weights = {"ref": None, "version": None}
 
         def publish(version: int) -> None:  # one ray.put per update; workers fetch it on their next rollout
@@ -461,6 +477,49 @@ def learner_options(cfg: Config) -> Dict:
     return opts
 
 
+# A run that is not training this long after its start says what it waits for, and again at this interval.
+PLACEMENT_WARN_S = 30.0
+PLACEMENT_REPEAT_S = 60.0
+
+
+def placement_report(cfg: Config, status: Dict, waited_s: float, total: Dict, free: Dict, nodes: int) -> str:
+    """One line on a run that Ray has not placed yet: what it waits for (the learner process, or how many of
+    its actors are up), what it needs, what the cluster has (``ray.cluster_resources()``,
+    ``ray.available_resources()``, alive nodes) and the fix. Ray queues an actor until a node can hold it
+    (an autoscaling cluster may add one), so the run waits rather than failing."""
+    n, gpus = cfg.runtime.num_actors, cfg.runtime.learner_gpus
+    if status.get("phase") == "placing actors":
+        what = f"its actors: {status.get('actors_up', 0)} of {status.get('num_actors', n)} are up"
+    else:
+        what = "its learner process (not placed, or still starting)"
+    need = f"1 CPU{f' and {gpus:g} GPU' if gpus > 0 else ''} for the learner and 1 CPU for each of " \
+           f"runtime.num_actors={n} actors ({n + 1} CPUs)"
+    has = f"{total.get('CPU', 0):g} CPUs in all, {free.get('CPU', 0):g} free"
+    if gpus > 0:
+        has += f", {total.get('GPU', 0):g} GPUs ({free.get('GPU', 0):g} free)"
+    fix = []
+    if total.get("CPU", 0) < n + 1:
+        fix.append(f"add nodes or CPUs (ray start --num-cpus) or lower runtime.num_actors to "
+                   f"{max(int(total.get('CPU', 0)) - 1, 1)}")
+    if gpus > 0 and total.get("GPU", 0) < gpus:
+        fix.append("add a node with a GPU or set runtime.learner_gpus=0")
+    if not fix:
+        fix.append("other work holds its CPUs now, or a node is still joining")
+    return (f"still waiting after {waited_s:.0f} s for Ray to place {what}. The run needs {need}; the "
+            f"cluster has {has} on {nodes} node{'s' if nodes != 1 else ''}. {_sentence('; '.join(fix))} "
+            f"(`ray status` shows what is pending).")
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _cluster_view() -> tuple:
+    """(total resources, free resources, alive nodes) of the connected cluster."""
+    return (ray.cluster_resources(), ray.available_resources(),
+            sum(1 for nd in ray.nodes() if nd.get("Alive")))
+
+
 def learner_device(cfg: Config) -> torch.device:
     """The learner process's device. ``device=auto`` takes a GPU only where Ray gave this process one
     (``runtime.learner_gpus`` > 0): Ray leaves every GPU of the node visible to a process that reserved none,
@@ -503,6 +562,7 @@ class RayRun:
         show = show_progress and self.cfg.logger.progress_bar
         bar = progress(self.cfg.total_steps, enabled=False)  # made once training reports its first step
         deadline = None if timeout is None else time.time() + timeout
+        started, next_report = time.time(), time.time() + PLACEMENT_WARN_S
         try:
             while True:
                 ready, _ = ray.wait([self.result], timeout=1.0)
@@ -510,6 +570,14 @@ class RayRun:
                     break
                 if deadline is not None and time.time() > deadline:
                     raise TimeoutError(f"the run did not finish within {timeout} s")
+                if show_progress and not bar.enabled and time.time() >= next_report:
+                    st = self.status(timeout=5.0)
+                    if st.get("phase") != "training":
+                        print(f"[train] {placement_report(self.cfg, st, time.time() - started, *_cluster_view())}",
+                              flush=True)
+                        next_report = time.time() + PLACEMENT_REPEAT_S
+                    else:
+                        next_report = float("inf")
                 if show:
                     try:
                         st = self.status(timeout=5.0)
@@ -563,7 +631,7 @@ def train(cfg: Config, resume: bool = False, address: Optional[str] = None, *,
                 run.stop()
                 try:
                     run.wait(timeout=120)
-                except KeyboardInterrupt:
+                except (KeyboardInterrupt, RunAborted):  # e.g. stopped before its actors were placed
                     pass
                 raise
             finally:

@@ -9,6 +9,7 @@ cluster configs, so the learner process is placed with it for real.
 import csv
 import importlib.util
 import os
+import time
 
 import pytest
 import torch
@@ -151,6 +152,52 @@ def test_learner_placement_options(ray_local, tmp_path):
     opts = learner_options(tiny_cfg(tmp_path))
     assert opts["resources"] == {"learner": 1} and "num_gpus" not in opts  # this cluster offers "learner"
     assert learner_options(tiny_cfg(tmp_path, "runtime.learner_gpus=1"))["num_gpus"] == 1
+
+
+def test_placement_report_names_what_the_run_waits_for_and_the_fix(tmp_path):
+    from r2ac.runtime.ray_runtime import placement_report
+
+    cfg = tiny_cfg(tmp_path, "runtime.num_actors=4")
+    few = placement_report(cfg, {"phase": "placing actors", "actors_up": 2, "num_actors": 4}, 31,
+                           {"CPU": 3.0, "learner": 1.0}, {"CPU": 0.0}, 2)
+    assert "after 31 s" in few and "2 of 4 are up" in few and "(5 CPUs)" in few, few
+    assert "3 CPUs in all, 0 free on 2 nodes" in few and "lower runtime.num_actors to 2" in few, few
+    gpu = placement_report(tiny_cfg(tmp_path, "runtime.learner_gpus=1"), {"phase": "unresponsive"}, 60,
+                           {"CPU": 8.0}, {"CPU": 8.0}, 1)
+    assert "its learner process" in gpu and "1 GPU for the learner" in gpu and "0 GPUs (0 free)" in gpu, gpu
+    assert "runtime.learner_gpus=0" in gpu and "num_actors to" not in gpu and "on 1 node." in gpu, gpu
+    busy = placement_report(cfg, {"phase": "placing actors", "actors_up": 0}, 40, {"CPU": 16.0}, {"CPU": 0.0}, 3)
+    assert "Other work holds its CPUs now" in busy, busy
+
+
+def test_a_run_with_more_actors_than_cpus_says_so_and_stops_cleanly(ray_local, tmp_path, monkeypatch, capsys):
+    """Ray queues an actor until a node has a CPU for it: a run that asks for more than the cluster has
+    waits, and the driver says what for and what would fix it, instead of hanging silently; a stop then
+    ends the wait with a clear error and frees the CPUs. (ray_local has 4 CPUs: the learner takes one, so
+    3 of 5 actors start.)"""
+    import r2ac.runtime.ray_runtime as rr
+    from r2ac.runtime import RunAborted
+
+    monkeypatch.setattr(rr, "PLACEMENT_WARN_S", 2.0)
+    run = rr.RayRun(tiny_cfg(tmp_path, "runtime.num_actors=5"))
+    try:
+        deadline, out = time.time() + 240, ""  # a loaded machine can take a minute to start the learner
+        while "3 of 5 are up" not in out and time.time() < deadline:
+            with pytest.raises(TimeoutError):
+                run.wait(timeout=6, show_progress=True)
+            out = capsys.readouterr().out.strip().splitlines()[-1]
+            assert out.startswith("[train] still waiting after"), out
+        assert "its actors: 3 of 5 are up" in out, out
+        assert "(6 CPUs)" in out and "4 CPUs in all" in out and "lower runtime.num_actors to 3" in out, out
+        run.stop()
+        with pytest.raises(RunAborted, match="stopped while waiting for Ray to place the actors"):
+            run.wait(timeout=60)
+    finally:
+        run.close()
+    deadline = time.time() + 30  # the learner's finally killed its actors: the CPUs come back
+    while ray.available_resources().get("CPU", 0) < 4 and time.time() < deadline:
+        time.sleep(0.5)
+    assert ray.available_resources().get("CPU", 0) == 4
 
 
 def test_learner_device_takes_a_gpu_only_where_ray_gave_one(monkeypatch, tmp_path):
