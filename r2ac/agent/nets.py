@@ -146,7 +146,7 @@ class AgentNet(nn.Module):
                  episode_start_value: float | str = "auto", centre_frames: bool | str = "auto",
                  frame_centre: str = "median_feed_mean", frame_spread: bool = False,
                  running_centres: bool | str = False, head_hidden: int = 0, head_input: bool = False,
-                 head_norm: bool = False, centre_basis: str = "channels"):
+                 head_norm: bool = False, centre_basis: str = "channels", centre_observations: bool = False):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -181,6 +181,16 @@ class AgentNet(nn.Module):
         if self.running_centres:  # the running mean of the frame statistics, and how many frames it holds
             self.register_buffer("centre_mean", torch.zeros(centre_inputs))
             self.register_buffer("centre_frames_seen", torch.zeros((), dtype=torch.float64))
+        if not isinstance(centre_observations, bool):
+            raise ValueError(f"model.centre_observations must be true or false, got {centre_observations!r}")
+        if centre_observations and (stem != "none" or self.centre_frames):
+            raise ValueError("model.centre_observations=true is for flat observations that enter the core as they "
+                             "are (model.stem=none, not image frames: those have model.centre_frames); set "
+                             "model.centre_observations=false")
+        self.centre_observations = centre_observations
+        if centre_observations:  # the running mean of every observation trained on, and how many it holds
+            self.register_buffer("observation_mean", torch.zeros(self.stem.output_size))
+            self.register_buffer("observations_seen", torch.zeros((), dtype=torch.float64))
         self.feature_size = self.stem.output_size + centre_inputs
         self.core_input_size = inputs.core_input_size(self.feature_size, reward_input, prev_action_input,
                                                       num_actions, self.episode_start_input)
@@ -215,7 +225,8 @@ class AgentNet(nn.Module):
                    centre_frames=model_cfg.centre_frames, frame_centre=model_cfg.frame_centre,
                    frame_spread=model_cfg.frame_spread, running_centres=model_cfg.running_centres,
                    head_hidden=model_cfg.head_hidden, head_input=model_cfg.head_input,
-                   head_norm=model_cfg.head_norm, centre_basis=model_cfg.centre_basis)
+                   head_norm=model_cfg.head_norm, centre_basis=model_cfg.centre_basis,
+                   centre_observations=model_cfg.centre_observations)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -244,8 +255,9 @@ class AgentNet(nn.Module):
         (``inputs.centre_frame``), then with ``frame_spread`` the C channel spreads, unscaled
         (``inputs.channel_spread``); with ``running_centres`` the centres and spreads minus their running mean
         (``observe_frames``); with ``centre_basis: contrasts`` each group of C of them re-coded in the
-        orthonormal basis of ``inputs.helmert_basis``. ``frame_stats``: ``frame_stats(features)`` where the
-        caller has it already."""
+        orthonormal basis of ``inputs.helmert_basis``. With ``centre_observations`` (flat observations, stem
+        none) the observation minus its running mean (``observe_frames``), times ``input_scale``.
+        ``frame_stats``: ``frame_stats(features)`` where the caller has it already."""
         if self.centre_frames:
             pixels, stats = frame_stats if frame_stats is not None else self.frame_stats(features)
             if self.running_centres:
@@ -255,6 +267,8 @@ class AgentNet(nn.Module):
                 rot = self.centre_rotation.to(stats.dtype)
                 stats = (stats.unflatten(-1, (stats.shape[-1] // C, C)) @ rot.T).flatten(-2)
             return torch.cat([pixels * self.input_scale, stats], -1)
+        if self.centre_observations:
+            features = features.to(self.observation_mean.dtype) - self.observation_mean  # in the net's dtype
         return features * self.input_scale if self.input_scale != 1.0 else features
 
     def frame_stats(self, features: Tensor, obs: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
@@ -272,10 +286,18 @@ class AgentNet(nn.Module):
     @torch.no_grad()
     def observe_frames(self, obs: Tensor, stats: Optional[Tensor] = None) -> None:
         """``running_centres``: fold the frame statistics of these frames [..., *obs_shape] into their running
-        mean (the mean over every frame observed so far); a no-op otherwise. The learners call it after each
+        mean (the mean over every frame observed so far); ``centre_observations``: likewise the observations
+        themselves; a no-op otherwise. The learners call it after each
         applied update with the batch's new frames; the mean travels with the weights (a buffer of the
         state dict) to the actors and into checkpoints. ``stats``: the frames' statistics, the second part of
         ``frame_stats``, where the caller has them (the learner's forward does: ``outputs["frame_stats"]``)."""
+        if self.centre_observations:
+            flat = self.features(obs).reshape(-1, self.stem.output_size).to(torch.float64)
+            seen = self.observations_seen + flat.shape[0]
+            mean = self.observation_mean.to(torch.float64)
+            self.observation_mean.copy_((mean + (flat.sum(0) - flat.shape[0] * mean) / seen).to(
+                self.observation_mean.dtype))
+            self.observations_seen.copy_(seen)
         if not self.running_centres:
             return
         if stats is None:

@@ -125,6 +125,10 @@ class ModelConfig:
         "auto", "the channel centres (and spreads) that centre_frames feeds enter minus their running mean over "
         "every frame the learner has trained on (kept with the weights); 'auto': on with centred frames "
         "(docs/results.md says why)")
+    centre_observations: bool = _f(
+        False, "flat observations that enter the core as they are (stem 'none', not image frames) enter minus "
+        "their running mean over every observation the learner has trained on (kept with the weights), then "
+        "times input_scale: an entry that never changes (a wall always in view) feeds nothing")
     prev_action_input: bool = _f(False, "feed the previous action (one-hot) to the core")
     input_scale: float | Literal["auto", "auto_pixels"] = _f(
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "

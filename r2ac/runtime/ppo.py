@@ -53,6 +53,10 @@ def build_ppo_net(cfg: Config, venv) -> PPONet:
                          "raw image frames entering the IMPALA/A2C core (model.stem=none); PPO's input is the "
                          "normalised observation (ppo.normalize_observations): set model.centre_frames and "
                          "model.running_centres to auto or false and model.frame_spread=false with algo=ppo")
+    if m.centre_observations:
+        raise ValueError("model.centre_observations=true centres the IMPALA/A2C core's raw input; PPO normalises its "
+                         "observations itself (ppo.normalize_observations): set model.centre_observations=false with "
+                         "algo=ppo")
     if m.head_hidden or m.head_input or m.head_norm:
         raise ValueError("model.head_hidden, model.head_input and model.head_norm shape the IMPALA/A2C heads; PPO's "
                          "actor and critic are their own tanh MLPs on the core's output: set model.head_hidden=0, "

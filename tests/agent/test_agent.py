@@ -26,7 +26,10 @@ def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True
     episode-start flag; ``head``: heads with a hidden layer that see the core's input too (model.head_hidden,
     model.head_input), or "norm": linear heads on the layer-normalised output (model.head_norm)."""
     torch.manual_seed(seed)
-    if pixels:  # "<frame_centre>[+spread][+running][+contrasts]": frame_spread, running_centres, centre_basis
+    if pixels == "observations":  # the delayed cue's vectors into the core as they are, minus their running mean
+        venv = make_vec_env("cue", 3, seed, obs="vector", span=3, distractors=0.5)
+        kw = dict(stem="none", centre_observations=True)
+    elif pixels:  # "<frame_centre>[+spread][+running][+contrasts]": frame_spread, running_centres, centre_basis
         venv = make_vec_env("cue", 3, seed, obs="pixels", size=4, span=3, distractors=0.5)
         centre, *extra = pixels.split("+")
         kw = dict(stem="none", centre_frames=True, frame_centre=centre, episode_start_input=True,
@@ -47,6 +50,9 @@ def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True
     if getattr(net, "running_centres", False):  # a running mean away from 0 (noise frames)
         net.observe_frames(torch.randint(0, 256, (4, 3, *venv.observation_shape), dtype=torch.uint8))
         assert net.centre_mean.abs().min() > 0
+    if getattr(net, "centre_observations", False):
+        net.observe_frames(torch.rand(4, 3, *venv.observation_shape, dtype=dtype))
+        assert net.observation_mean.abs().min() > 0
     return net, venv
 
 
@@ -123,7 +129,7 @@ def _loss(net, outputs, traj, boot=None, target_pg=True):
     ("rtrl", "median_mean", False), ("rtrl", "median_feed_mean", False),
     ("rtrl", "median_feed_mean+spread+running", False), ("rtrl", "median_mean+running+contrasts", False),
     ("rtrl", False, True), ("tbptt", False, True),
-    ("rtrl", "median_feed_mean", True), ("rtrl", False, "norm")])
+    ("rtrl", "median_feed_mean", True), ("rtrl", False, "norm"), ("rtrl", "observations", False)])
 def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning, pixels, head):
     """float64: the sum of the learner's per-trajectory gradients equals full-sequence BPTT of the same
     losses when actor and learner weights agree (RTRL), and differs for TBPTT; also with raw pixel frames
@@ -790,6 +796,44 @@ def test_frame_spread_feeds_each_channels_contrast_after_the_centres():
     old = config_to_dict(load_config("configs/quickstart.yaml", ["model.frame_spread=true"]))
     del old["model"]["frame_spread"]
     assert config_from_dict(upgrade_resolved(old)).model.frame_spread is False
+
+
+def test_centre_observations_subtract_the_mean_of_every_observation_trained_on():
+    """model.centre_observations: flat observations (stem none) enter minus their mean over every observation
+    the learner has trained on, then times input_scale; the learner folds in each applied batch's new
+    observations (obs[1:]); the mean is a buffer of the state dict (actors, checkpoints); off by default and
+    for runs saved before the key; a clear error with a stem or image frames."""
+    net = AgentNet((6,), 3, stem="none", hidden_size=4, centre_observations=True, input_scale=0.5)
+    off = AgentNet((6,), 3, stem="none", hidden_size=4, input_scale=0.5)
+    assert "observation_mean" not in off.state_dict()
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.rand(2, 5, 6, generator=g), torch.rand(3, 2, 6, generator=g) + 1
+    assert torch.equal(net.scaled_features(a), off.scaled_features(a))  # nothing observed yet: mean 0
+    net.observe_frames(a)
+    net.observe_frames(b)
+    every = torch.cat([a.reshape(-1, 6), b.reshape(-1, 6)])
+    assert net.observations_seen.item() == 16 and torch.allclose(net.observation_mean, every.mean(0))
+    assert torch.allclose(net.scaled_features(a), (a - every.mean(0)) * 0.5, atol=1e-6)
+    fresh = AgentNet((6,), 3, stem="none", hidden_size=4, centre_observations=True)
+    fresh.load_state_dict(net.state_dict())
+    assert torch.equal(fresh.observation_mean, net.observation_mean)
+    # the learner: one applied update observes the batch's M new observations of each of its B trajectories
+    torch.manual_seed(0)
+    venv = make_vec_env("cue", 3, 0, obs="vector", span=3, distractors=0.5)
+    net = AgentNet(venv.observation_shape, venv.num_actions, stem="none", hidden_size=5, centre_observations=True)
+    batch = Actor(copy.deepcopy(net), venv, M, seed=1).rollout()
+    Learner(net, _learner_cfg(), 10**6).update(batch)
+    assert net.observations_seen.item() == M * 3
+    assert torch.allclose(net.observation_mean, batch["obs"][1:].reshape(-1, venv.observation_shape[0]).mean(0))
+    cfg = load_config("configs/quickstart.yaml", [])
+    assert cfg.model.centre_observations is False
+    assert upgrade_resolved({"model": {}})["model"]["centre_observations"] is False
+    with pytest.raises(ValueError, match="model.centre_observations=true is for flat observations"):
+        AgentNet((6,), 3, stem="mlp", centre_observations=True)
+    with pytest.raises(ValueError, match="model.centre_observations=true is for flat observations"):
+        AgentNet((3, 4, 4), 3, stem="none", centre_observations=True)
+    with pytest.raises(ValueError, match="model.centre_observations must be true or false"):
+        AgentNet((6,), 3, stem="none", centre_observations="auto")
 
 
 def test_running_centres_subtract_the_mean_of_every_frame_trained_on():
