@@ -254,7 +254,8 @@ def test_feedforward_core_activation():
         core = make_core("none", D, N, **options)
         y, state = core(x, core.initial_state(B), reset)
         assert state == {} and torch.equal(y, phi(core.linear(x)))
-        assert torch.equal(core(x[5:6], {}, reset[5:6])[0], y[5:6])
+        # one step alone gives that step's output (to rounding: a BLAS may pick another kernel for one row)
+        assert torch.allclose(core(x[5:6], {}, reset[5:6])[0], y[5:6], rtol=0, atol=1e-6)
     assert not torch.equal(torch.relu(core.linear(x)), torch.tanh(core.linear(x)))
 
 
