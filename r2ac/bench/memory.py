@@ -527,12 +527,34 @@ def cell_task(task: str, variant: str) -> str:
     return f"{task} [{variant}]" if variant else task
 
 
-def gather_cells(dirs: Sequence[str], option: str = "--matrix") -> Dict[tuple, tuple]:
+def rejudge(runs: Sequence[Dict], threshold: float, window_episodes: int = 400, option: str = "--matrix") -> None:
+    """Judge each run row (of :func:`read_runs_csv`, with its ``bench_dir``) again at ``threshold``, from its
+    kept metrics.csv (``solved_s``, ``solved_steps``, ``best``, ``final``, ``held``, ``settled`` replaced): a
+    bench's memory_runs.csv holds its runs judged at the threshold that bench ran with. A run whose metrics are
+    not kept here (its bench's runs/ directory is not in git) cannot be judged again: ValueError naming them."""
+    missing: Dict[str, int] = {}
+    for r in runs:
+        f = os.path.join(bench_run_dir(r["bench_dir"], r["task"], r["span"], r["method"], r["seed"]), "metrics.csv")
+        if not os.path.exists(f):
+            missing[r["bench_dir"]] = missing.get(r["bench_dir"], 0) + 1
+            continue
+        r.update(judge(read_success_curve(f, window_episodes=window_episodes), threshold,
+                       first=0 if window_episodes > 0 else 2))
+    if missing:
+        where = "; ".join(f"{d}: {n} run(s)" for d, n in missing.items())
+        raise ValueError(f"{option} --threshold {threshold} judges each run again from its metrics.csv, and these "
+                         f"runs have none here (their bench's runs/ directory is not kept): {where}. Leave out "
+                         "--threshold to read each run as its bench judged it (at the threshold that bench ran with)")
+
+
+def gather_cells(dirs: Sequence[str], option: str = "--matrix", threshold: Optional[float] = None,
+                 window_episodes: int = 400) -> Dict[tuple, tuple]:
     """{(task, span, method): (source directories, runs in seed order)} over the benches in ``dirs`` (each
     with a ``memory_runs.csv``); a seed that several directories ran counts as the last one's run (e.g. a
     longer rerun of one seed). Runs of a variant (env options beyond the task's, read from each run's saved
     config: :func:`run_variant`) form cells of their own, the task named ``task [KEY=VALUE ...]``; each run
-    row keeps its own ``task``."""
+    row keeps its own ``task``. With ``threshold`` each run is judged again at it (:func:`rejudge`), else as
+    its bench judged it."""
     by_seed: Dict[tuple, tuple] = {}
     unknown: Dict[str, int] = {}
     for d in dirs:
@@ -559,6 +581,8 @@ def gather_cells(dirs: Sequence[str], option: str = "--matrix") -> Dict[tuple, t
         rs.append(r)
         if d not in srcs:
             srcs.append(d)
+    if threshold is not None:
+        rejudge([r for _, rs in cells.values() for r in rs], threshold, window_episodes, option)
     return cells
 
 
@@ -582,13 +606,14 @@ def cell_settings(runs: Sequence[Dict], base: str, extra: Sequence[str] = ()) ->
     return f"differs: {', '.join(differing)}" if differing else ""
 
 
-def matrix(dirs: Sequence[str], base: Optional[str] = None, extra: Sequence[str] = ()) -> List[Dict]:
+def matrix(dirs: Sequence[str], base: Optional[str] = None, extra: Sequence[str] = (),
+           threshold: Optional[float] = None, window_episodes: int = 400) -> List[Dict]:
     """One row per (task, span, method) over the benches in ``dirs`` (each with a ``memory_runs.csv``); a
     seed that several directories ran counts as the last one's run (e.g. a longer rerun of one seed). With
     ``base`` (a config, and overrides ``extra``) each row's ``settings`` says whether its runs trained those
-    settings (:func:`cell_settings`)."""
+    settings (:func:`cell_settings`); with ``threshold`` each run is judged again at it (:func:`rejudge`)."""
     out = []
-    for (task, span, method), (srcs, rs) in gather_cells(dirs).items():
+    for (task, span, method), (srcs, rs) in gather_cells(dirs, "--matrix", threshold, window_episodes).items():
         settings = "" if base is None else cell_settings(rs, base, extra)
         solved = [r["solved_s"] / 60 for r in rs if not math.isnan(r["solved_s"])]
         solved_steps = [r["solved_steps"] / 1e6 for r in rs if not math.isnan(r["solved_s"])]
@@ -636,19 +661,22 @@ def parse_settings(specs: Sequence[str]) -> Dict[str, List[str]]:
     return out
 
 
-def _shared_cells(settings: Dict[str, List[str]]) -> Tuple[Dict[str, Dict], List[tuple]]:
+def _shared_cells(settings: Dict[str, List[str]], threshold: Optional[float] = None,
+                  window_episodes: int = 400) -> Tuple[Dict[str, Dict], List[tuple]]:
     """Each setting's cells (:func:`gather_cells`) and, in suite order, the cells two settings or more ran."""
-    per = {label: gather_cells(dirs, "--compare") for label, dirs in settings.items()}
+    per = {label: gather_cells(dirs, "--compare", threshold, window_episodes) for label, dirs in settings.items()}
     keys = [k for k in dict.fromkeys(k for cells in per.values() for k in cells)
             if sum(k in cells for cells in per.values()) >= 2]
     return per, sorted(keys, key=_suite_order)
 
 
-def compare(settings: Dict[str, List[str]]) -> List[Dict]:
+def compare(settings: Dict[str, List[str]], threshold: Optional[float] = None,
+            window_episodes: int = 400) -> List[Dict]:
     """One row per (task, span, method) and setting, for the cells that two settings or more ran: seeds
     solved and the agent steps each seed took to solve (steps, not minutes: the settings may have run on
-    different machines or beside other work)."""
-    per, keys = _shared_cells(settings)
+    different machines or beside other work). With ``threshold`` each run is judged again at it
+    (:func:`rejudge`), else as its bench judged it."""
+    per, keys = _shared_cells(settings, threshold, window_episodes)
     out = []
     for key in keys:
         for label, cells in per.items():
@@ -947,7 +975,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--steps", type=int, default=None,
                    help="step budget of each run (total_steps; the learning rate decays linearly to 0 there); "
                         "default: the config's total_steps; 0: none, constant learning rate")
-    p.add_argument("--threshold", type=float, default=0.9, help="success that counts as solved")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="success that counts as solved (default 0.9); with --compare or --matrix, each run is "
+                        "judged again at it from its kept metrics.csv (default: as its bench judged it)")
     p.add_argument("--window-episodes", type=int, default=400,
                    help="success = mean return over the last this many episodes (0: over the last 3 log rows)")
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one process, one torch thread)")
@@ -968,9 +998,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("overrides", nargs="*",
                    help="key=value overrides applied to every run (e.g. learner.learning_rate=3e-3)")
     args = p.parse_args(argv)
+    rejudge_at = args.threshold
+    if args.threshold is None:
+        args.threshold = 0.9
     if args.compare:
         try:
-            rows = compare(parse_settings(args.compare))
+            rows = compare(parse_settings(args.compare), rejudge_at, args.window_episodes)
         except (FileNotFoundError, ValueError) as e:
             p.error(str(e))
         if not rows:
@@ -985,7 +1018,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     if args.matrix:
         try:
-            rows = matrix(args.matrix, args.config, args.overrides)
+            rows = matrix(args.matrix, args.config, args.overrides, rejudge_at, args.window_episodes)
         except (FileNotFoundError, ValueError) as e:
             p.error(str(e))
         _write_outputs(args.out, "matrix", rows, MATRIX_COLUMNS, matrix_markdown, plot_matrix,

@@ -133,6 +133,45 @@ def test_compare_draws_each_kept_runs_success_curve_against_steps(tmp_path, caps
     assert (out / "compare_curves.png").stat().st_size > 1000
 
 
+def test_threshold_judges_compared_and_gathered_runs_again_from_their_curves(tmp_path, capsys):
+    """A bench's memory_runs.csv holds its runs judged at its own threshold; ``--threshold`` with --compare or
+    --matrix judges each again from its kept metrics.csv, and says which runs it cannot (runs/ not kept)."""
+    from r2ac.bench.memory import bench_run_dir, compare, parse_settings
+
+    def bench(name, returns_per_seed, keep=True):
+        d = _bench(tmp_path / name, [_run("keydoor", 1000, "rtrl", s) for s in returns_per_seed])
+        for seed, returns in returns_per_seed.items():
+            if keep:
+                run = bench_run_dir(d, "keydoor", 1000, "rtrl", seed)
+                os.makedirs(run)
+                write_csv(os.path.join(run, "metrics.csv"),
+                          [{"wall_time": 60.0 * i, "step": 100000 * i, "episode_return": r, "episodes": 10 * i}
+                           for i, r in enumerate(returns, 1)], ["wall_time", "step", "episode_return", "episodes"])
+        return d
+
+    a = bench("a", {0: [0.3, 0.5, 0.85, 0.8, 0.88], 1: [0.3, 0.82, 0.86, 0.87, 0.95]})
+    b = bench("b", {0: [0.3, 0.4, 0.5, 0.6, 0.7]})
+    settings = parse_settings([f"a={a}", f"b={b}"])
+    as_stored = {r["setting"]: r for r in compare(settings)}
+    assert as_stored["a"]["solved"] == 0  # the benches judged at 0.9 wrote no solve (the rows above say nan)
+    again = {r["setting"]: r for r in compare(settings, threshold=0.8, window_episodes=10)}
+    assert (again["a"]["solved"], again["a"]["solved_Msteps"]) == (2, "0.30 0.20")
+    assert again["a"]["median_solved_Msteps"] == pytest.approx(0.25)
+    assert again["a"]["min_held"] == pytest.approx(0.8) and again["b"]["solved"] == 0
+    assert matrix([a], threshold=0.8, window_episodes=10)[0]["max_solved_min"] == pytest.approx(2.0)  # minutes
+
+    out = tmp_path / "out"
+    assert main(["--compare", f"a={a}", f"b={b}", "--out", str(out), "--threshold", "0.8",
+                 "--window-episodes", "10"]) == 0
+    assert list(csv.DictReader(open(out / "compare.csv")))[0]["solved"] == "2"
+    lost = bench("lost", {0: [0.3], 1: [0.9]}, keep=False)
+    with pytest.raises(SystemExit):
+        main(["--matrix", a, lost, "--out", str(out), "--threshold", "0.8"])
+    err = capsys.readouterr().err
+    assert f"{lost}: 2 run(s)" in err and "Leave out --threshold" in err and str(a) + ":" not in err
+    assert main(["--matrix", a, lost, "--out", str(out)]) == 0  # without it: each run as its bench judged it
+
+
 def test_plot_spans_the_longest_run_not_the_default_minutes():
     """``--report`` over runs of 25 minutes with the default ``--minutes`` (10) plotted only their first 10."""
     from r2ac.bench.memory import plot_horizon_s
