@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("minigrid")
 
 from r2ac.envs import make_vec_env, parse_env_id  # noqa: E402
-from r2ac.envs.minigrid_env import OneHotView, minigrid_id, minigrid_max_steps  # noqa: E402
+from r2ac.envs.minigrid_env import OneHotView, minigrid_id, minigrid_max_steps, use_fast_view  # noqa: E402
 
 FORWARD, LEFT = 2, 0
 DIRECTION_VECTORS = {0: (1, 0), 1: (0, 1), 2: (-1, 0), 3: (0, -1)}
@@ -45,6 +45,59 @@ def test_one_hot_view_is_the_observation_re_coded():
         assert set(np.unique(obs)) <= {0.0, 1.0} and obs.sum(1).tolist() == [7 * 7 * 3 + 1] * 2
         obs, _, _, _ = env.step(rng.integers(0, 7, size=2))
     env.close()
+
+
+@pytest.mark.parametrize("task,options", [("MemoryS7", {}), ("MemoryS13Random", {}), ("DoorKey-6x6", {}),
+                                          ("KeyCorridorS3R2", {}), ("ObstructedMaze-1Dlhb", {}),
+                                          ("MemoryS11", {"agent_view_size": 5}),
+                                          ("DoorKey-6x6", {"see_through_walls": True})])
+def test_fast_view_is_minigrids_own_bit_for_bit(task, options):
+    """``fast_view`` (the default) makes each view from cell ids; on random walks it equals MiniGrid's
+    gen_obs at every step: occlusion by walls and closed doors, a carried key or ball, views off the grid."""
+    import gymnasium
+
+    own, fast = (gymnasium.make(minigrid_id(task), **options) for _ in range(2))
+    assert use_fast_view(fast) and fast.unwrapped.gen_obs is not own.unwrapped.gen_obs
+    rng = np.random.default_rng(0)
+    steps = carried = hidden = 0
+    for episode in range(12):
+        a, _ = own.reset(seed=episode)
+        b, _ = fast.reset(seed=episode)
+        for _ in range(150):
+            np.testing.assert_array_equal(b["image"], a["image"])
+            assert b["image"].dtype == np.uint8 and b["direction"] == a["direction"]
+            assert b["mission"] == a["mission"]
+            steps += 1
+            carried += own.unwrapped.carrying is not None
+            hidden += int((a["image"][:, :, 0] == 0).any())  # an unseen cell
+            action = int(rng.choice([0, 1, 2, 2, 2, 3, 5]))  # turns, forward, pick up, toggle
+            a, ra, ta, ca, _ = own.step(action)
+            b, rb, tb, cb, _ = fast.step(action)
+            assert (ra, ta, ca) == (rb, tb, cb)
+            if ta or ca:
+                break
+    assert steps > 250 and (hidden > 0) != bool(options.get("see_through_walls"))
+    if task.startswith(("DoorKey", "KeyCorridor", "Obstructed")):
+        assert carried > 0, "the walks should pick something up"
+
+
+def test_fast_view_option_and_tasks_that_make_their_own_views():
+    import gymnasium
+    from minigrid.envs import MemoryEnv
+
+    env = make_vec_env("minigrid:MemoryS7", num_envs=1, seed=0, fast_view=False)
+    assert env.envs[0].unwrapped.gen_obs.__func__ is MemoryEnv.gen_obs  # MiniGrid's own
+    env.close()
+    with pytest.raises(ValueError, match="fast_view takes true or false, got 'yes'"):
+        make_vec_env("minigrid:MemoryS7", num_envs=1, seed=0, fast_view="yes")
+
+    class OwnViews(MemoryEnv):
+        def gen_obs(self):
+            return super().gen_obs()
+
+    env = OwnViews(size=7)
+    assert not use_fast_view(env) and env.gen_obs.__func__ is OwnViews.gen_obs
+    assert not use_fast_view(gymnasium.make("CartPole-v1"))
 
 
 def test_seeded_runs_repeat():
