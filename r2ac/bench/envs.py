@@ -42,6 +42,7 @@ DEFAULT_ENVS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("atari:Breakout", {}),
     ("procgen:chaser", {}),
     ("gym:CartPole-v1", {}),
+    ("minigrid:MemoryS11", {}),
     ("dmlab:rooms_watermaze", {}),
 )
 _FRAMES_PER_STEP = {"atari": 4, "dmlab": 4}
