@@ -135,7 +135,7 @@ def fast_gen_obs(env) -> dict:
     if env.see_through_walls:
         seen = np.ones((size, size), bool)
     else:
-        seen = _visible(opaque.tolist(), size, agent)
+        seen = _visible(opaque, agent)
     image = np.where(seen[:, :, None], ids, 0).astype(np.uint8)
     image[agent] = env.carrying.encode() if env.carrying else empty
     return {"image": image, "direction": env.agent_dir, "mission": env.mission}
@@ -156,25 +156,27 @@ def _off_grid_wall():
 _WALL = None
 
 
-def _visible(opaque: list, size: int, agent: tuple) -> np.ndarray:
-    """MiniGrid's ``Grid.process_vis`` on the turned view: light spreads from the agent's cell along each row
-    (both ways) and up to the next one, and stops behind an opaque cell. ``opaque[i][j]``: column i, row j."""
-    mask = [[False] * size for _ in range(size)]
-    mask[agent[0]][agent[1]] = True
-    for j in reversed(range(size)):
-        for i in range(size - 1):
-            if mask[i][j] and not opaque[i][j]:
-                mask[i + 1][j] = True
-                if j > 0:
-                    mask[i + 1][j - 1] = True
-                    mask[i][j - 1] = True
-        for i in reversed(range(1, size)):
-            if mask[i][j] and not opaque[i][j]:
-                mask[i - 1][j] = True
-                if j > 0:
-                    mask[i - 1][j - 1] = True
-                    mask[i][j - 1] = True
-    return np.array(mask, dtype=bool)
+def _visible(opaque: np.ndarray, agent: tuple) -> np.ndarray:
+    """MiniGrid's ``Grid.process_vis`` on the turned view (``opaque`` bool [i, j]: column i, row j), with each
+    row a bit mask (bit i: column i). From the agent's cell, light spreads along a row both ways over open
+    cells (an opaque cell is lit and stops it), and each lit open cell lights the three cells above it; row by
+    row up from the agent's. Bool [i, j], as MiniGrid's."""
+    size = opaque.shape[0]
+    full = (1 << size) - 1
+    walls = (opaque * (1 << np.arange(size))[:, None]).sum(0).tolist()  # per row j
+    rows = [0] * size
+    lit = 1 << agent[0]
+    for j in range(agent[1], -1, -1):
+        open_ = full & ~walls[j]
+        while True:  # spread over open cells, one cell a round, until nothing new is lit
+            more = lit | (((lit & open_) << 1) | ((lit & open_) >> 1)) & full
+            if more == lit:
+                break
+            lit = more
+        rows[j] = lit
+        shine = lit & open_
+        lit = (shine | (shine << 1) | (shine >> 1)) & full  # the row above
+    return ((np.array(rows)[None, :] >> np.arange(size)[:, None]) & 1).astype(bool)
 
 
 def use_fast_view(env: gymnasium.Env) -> bool:
