@@ -9,7 +9,8 @@ plays ``--episodes`` episodes on fresh envs with sampled actions (as in training
 for uniform random actions on the first run's task. An episode counts as *cue seen* if, at any step before
 its last action, the cue's cell was in the agent's view and not hidden behind a wall (MiniGrid's
 ``agent_sees``). The table gives the share of episodes that saw the cue, the share that reached one of the
-two objects (an end at an object rather than at ``max_steps``), and the share of those ends that picked
+two objects (an end at an object rather than at ``max_steps``), the share whose first view already held the
+cue (``cue_at_start``: seen without a turn), and the share of those ends that picked
 the matching object, apart for episodes that had seen the cue and for those that had not. An agent that
 uses its memory picks right more often after seeing the cue than without it (0.5: chance).
 
@@ -32,7 +33,7 @@ from r2ac.api import load
 from r2ac.bench.common import labelled_runs, parse_played_runs, played_runs_parser, report_table
 from r2ac.envs import make_vec_env
 
-COLUMNS = ("run", "episodes", "cue_seen", "reached_end", "right_if_seen", "right_if_not_seen", "right",
+COLUMNS = ("run", "episodes", "cue_seen", "cue_at_start", "reached_end", "right_if_seen", "right_if_not_seen", "right",
            "mean_length", "cue_in_state_if_seen", "cue_in_state_if_not_seen", "keep_gate_drive", "output_gate_drive")
 DRIVE_FRAMES = 4000  # views kept for gate_drive
 PROBE_MIN = 20  # fewest episodes of each group a probe is fitted on
@@ -80,12 +81,17 @@ def play_memory(venv, act, episodes: int, memory=None) -> dict:
     the agent's memory after the last ``act`` ([num_envs, F]: the core's hidden state); the probe columns
     read the cue from it at each episode's last step (NaN without it)."""
     seen = np.zeros(venv.num_envs, dtype=bool)
+    at_start = np.zeros(venv.num_envs, dtype=bool)
+    fresh = np.ones(venv.num_envs, dtype=bool)  # the env shows its episode's first view
     key = np.zeros(venv.num_envs, dtype=bool)
     ends, states = [], []  # (cue seen, reached an object, picked the matching one, length, cue is a key)
     obs, reward, done = venv.reset(), None, None
     while len(ends) < episodes:
         for b, env in enumerate(venv.envs):
-            seen[b] |= bool(env.unwrapped.agent_sees(*cue_position(env)))
+            sees = bool(env.unwrapped.agent_sees(*cue_position(env)))
+            if fresh[b]:
+                at_start[b], fresh[b] = sees, False
+            seen[b] |= sees
             key[b] = cue_is_key(env)
         actions = act(obs, reward, done)
         held = None if memory is None else np.asarray(memory(), dtype=np.float64)
@@ -93,12 +99,12 @@ def play_memory(venv, act, episodes: int, memory=None) -> dict:
         for b in np.flatnonzero(done):
             ended_at_object = not bool(info["truncated"][b])
             ends.append((seen[b], ended_at_object, ended_at_object and reward[b] > 0, info["episode_length"][b],
-                         key[b]))
+                         key[b], at_start[b]))
             if held is not None:
                 states.append(held[b])
-            seen[b] = False
+            seen[b], fresh[b] = False, True
     e = np.asarray(ends[:episodes], dtype=float)
-    seen_, at_end, right, length, key_ = e.T
+    seen_, at_end, right, length, key_, start_ = e.T
 
     def share(mask, of):
         return float(mask[of].mean()) if of.any() else float("nan")
@@ -108,7 +114,8 @@ def play_memory(venv, act, episodes: int, memory=None) -> dict:
             return float("nan")
         return probe_accuracy(np.asarray(states[:episodes])[group], key_[group] > 0)
 
-    return {"episodes": episodes, "cue_seen": float(seen_.mean()), "reached_end": float(at_end.mean()),
+    return {"episodes": episodes, "cue_seen": float(seen_.mean()), "cue_at_start": float(start_.mean()),
+            "reached_end": float(at_end.mean()),
             "right_if_seen": share(right, (seen_ > 0) & (at_end > 0)),
             "right_if_not_seen": share(right, (seen_ == 0) & (at_end > 0)),
             "right": share(right, at_end > 0), "mean_length": float(length.mean()),
@@ -178,11 +185,11 @@ def main(argv: list[str] | None = None) -> int:
         env_id = load(a.runs[0]).config.env.id
         rows.append({"run": f"random actions ({env_id})", **random_row(env_id, a.episodes, a.seed)})
     pct = lambda x: "-" if x != x else f"{x:.2f}"  # noqa: E731
-    report_table(["run", "episodes", "cue seen", "reached an object", "right if seen", "right if not seen",
-                  "right", "mean length", "cue in state if seen", "cue in state if not seen", "keep-gate drive",
-                  "output-gate drive"],
-                 [[r["run"], str(r["episodes"]), pct(r["cue_seen"]), pct(r["reached_end"]), pct(r["right_if_seen"]),
-                   pct(r["right_if_not_seen"]), pct(r["right"]), f"{r['mean_length']:.1f}",
+    report_table(["run", "episodes", "cue seen", "cue in the first view", "reached an object", "right if seen",
+                  "right if not seen", "right", "mean length", "cue in state if seen", "cue in state if not seen",
+                  "keep-gate drive", "output-gate drive"],
+                 [[r["run"], str(r["episodes"]), pct(r["cue_seen"]), pct(r["cue_at_start"]), pct(r["reached_end"]),
+                   pct(r["right_if_seen"]), pct(r["right_if_not_seen"]), pct(r["right"]), f"{r['mean_length']:.1f}",
                    pct(r["cue_in_state_if_seen"]), pct(r["cue_in_state_if_not_seen"]), pct(r["keep_gate_drive"]),
                    pct(r["output_gate_drive"])] for r in rows],
                  rows, COLUMNS, a.out)

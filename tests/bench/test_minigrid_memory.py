@@ -55,6 +55,8 @@ def test_walkers_that_know_the_answer(to_success):
     assert looker["cue_seen"] == 1.0 and looker["right_if_seen"] == (1.0 if to_success else 0.0)
     assert np.isnan(looker["right_if_not_seen"])  # no episode without a look: no share
     assert row["cue_seen"] < looker["cue_seen"]  # facing east from the start, the cue is behind
+    # a start beside the cue shows it in the first view; the walkers also see it turning through west to go north
+    assert 0.0 < row["cue_at_start"] <= row["cue_seen"] and 0.0 < looker["cue_at_start"] < 1.0
     venv.close()
 
 
