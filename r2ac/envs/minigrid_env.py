@@ -64,7 +64,8 @@ def minigrid_id(name: str) -> str:
 
 
 def minigrid_max_steps(name: str, **options: Any) -> int:
-    """The episode length at which a MiniGrid task is cut (its ``max_steps``)."""
+    """The episode length at which a MiniGrid task is cut (its ``max_steps``); ``options`` as the env's."""
+    options.pop("fast_view", None)  # r2ac's, not the task's
     env = gymnasium.make(minigrid_id(name), **options)
     try:
         return int(env.unwrapped.max_steps)

@@ -25,6 +25,7 @@ def test_ids_short_and_full_and_unknown():
     assert minigrid_id("memorys13random") == "MiniGrid-MemoryS13Random-v0"
     assert minigrid_id("MiniGrid-MemoryS17Random-v0") == "MiniGrid-MemoryS17Random-v0"
     assert minigrid_max_steps("MemoryS13Random") == 5 * 13 ** 2
+    assert minigrid_max_steps("MemoryS7", fast_view=False, max_steps=50) == 50
     with pytest.raises(ValueError, match="unknown MiniGrid task 'NoSuchTask'.*MiniGrid-MemoryS7-v0"):
         minigrid_id("NoSuchTask")
 
