@@ -13,6 +13,9 @@ initialised after seeding torch with the run's seed, as the run did) plays
   linear read-out (one-hot targets, fitted on half the episodes, scored on the other half; chance 1 / cues).
   This is what the policy head could reach with ideal learning.
 - ``policy``: how often the action at the query names the cue (sampled, as in training), ``greedy`` likewise.
+- ``policy_by_cue`` / ``decode_by_cue``: the same two per cue ("cue 0 / cue 1 / ..."), and ``answers``: for each
+  cue (rows, split by "|") the share of episodes whose sampled query action named each cue: a plateau at two
+  cues of three shows which cue is lost and what the agent names instead.
 - ``snr_best`` / ``snr_median``: per unit, the variance of c at the query between cues over its variance
   within a cue; the best unit and the median unit.
 - ``write_cue`` / ``write_noise`` / ``write_blank``: the median over units of the write rate 1 - f on the cue
@@ -37,17 +40,42 @@ from r2ac.bench.common import print_markdown_and_csv
 from r2ac.config import load_config
 from r2ac.envs.recall import CueVecEnv
 
-FIELDS = ("run", "weights", "episodes", "decode_t0", "decode_query", "policy", "greedy", "snr_best",
-          "snr_median", "write_cue", "write_noise", "write_blank")
+FIELDS = ("run", "weights", "episodes", "decode_t0", "decode_query", "policy", "greedy", "policy_by_cue",
+          "decode_by_cue", "answers", "snr_best", "snr_median", "write_cue", "write_noise", "write_blank")
 
 
-def linear_decode(c: np.ndarray, cue: np.ndarray, cues: int) -> float:
-    """Held-out accuracy of a least-squares linear read-out of ``cue`` [n] from ``c`` [n, N]."""
+def linear_readout(c: np.ndarray, cue: np.ndarray, cues: int) -> tuple[np.ndarray, np.ndarray]:
+    """A least-squares linear read-out of ``cue`` [n] from ``c`` [n, N], fitted on the first half of the
+    episodes: its guesses on the second half, and the true cues there."""
     n = len(cue) // 2
     X = np.concatenate([c, np.ones((len(c), 1))], 1)
     Y = np.eye(cues)[cue]
     W, *_ = np.linalg.lstsq(X[:n], Y[:n], rcond=None)
-    return float(((X[n:] @ W).argmax(1) == cue[n:]).mean())
+    return (X[n:] @ W).argmax(1), cue[n:]
+
+
+def linear_decode(c: np.ndarray, cue: np.ndarray, cues: int) -> float:
+    """Held-out accuracy of a least-squares linear read-out of ``cue`` [n] from ``c`` [n, N]."""
+    guess, truth = linear_readout(c, cue, cues)
+    return float((guess == truth).mean())
+
+
+def answer_shares(cue: np.ndarray, answer: np.ndarray, cues: int) -> np.ndarray:
+    """[cues, cues]: row k, the share of cue-k episodes whose answer named each cue (nan for a cue not dealt)."""
+    counts = np.zeros((cues, cues))
+    np.add.at(counts, (cue, answer), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return counts / counts.sum(1, keepdims=True)
+
+
+def by_cue(shares: np.ndarray) -> str:
+    """The diagonal of ``answer_shares``: each cue's share of right answers, "0.99/0.98/0.31"."""
+    return "/".join(f"{v:.2f}" for v in np.diag(shares))
+
+
+def rows_text(shares: np.ndarray) -> str:
+    """``answer_shares`` as text, one cue's row after another: "0.99 0.01 0.00 | 0.00 0.98 0.02 | ..."."""
+    return " | ".join(" ".join(f"{v:.2f}" for v in row) for row in shares)
 
 
 def unit_snr(c: np.ndarray, cue: np.ndarray, cues: int) -> np.ndarray:
@@ -72,7 +100,7 @@ def probe(policy: Policy, options: dict, episodes: int, seed: int = 12345) -> di
     writes = {"cue": [], "noise": [], "blank": []}
     c0 = np.zeros((episodes, net.core.hidden_size), dtype=np.float32)
     cq = np.zeros_like(c0)
-    right = np.zeros(episodes, dtype=bool)
+    answer = np.zeros(episodes, dtype=np.int64)
     greedy_right = np.zeros(episodes, dtype=bool)
     reward = done = None
     for t in range(int(query_step.max()) + 1):  # each env's first episode, from its frame 0 to its query
@@ -97,10 +125,12 @@ def probe(policy: Policy, options: dict, episodes: int, seed: int = 12345) -> di
         c0[t == cue_step] = c[t == cue_step]
         at_q = t == query_step
         cq[at_q] = c[at_q]
-        right[at_q] = (np.asarray(action) == cue)[at_q]
+        answer[at_q] = np.asarray(action)[at_q]
         greedy_right[at_q] = (logits.argmax(-1).numpy() == cue)[at_q]
         obs, reward, done, _ = env.step(np.asarray(action))
-    right, greedy_right = float(right.mean()), float(greedy_right.mean())
+    right, greedy_right = float((answer == cue).mean()), float(greedy_right.mean())
+    shares = answer_shares(cue, answer, cues)
+    guess, truth = linear_readout(cq, cue, cues)
     snr = unit_snr(cq, cue, cues)
 
     def med(key):  # cue: per unit the median over episodes; noise, blank: the mean over steps; then over units
@@ -110,7 +140,9 @@ def probe(policy: Policy, options: dict, episodes: int, seed: int = 12345) -> di
         return float(per_unit.median())
 
     return {"episodes": episodes, "decode_t0": linear_decode(c0, cue, cues),
-            "decode_query": linear_decode(cq, cue, cues), "policy": right, "greedy": greedy_right,
+            "decode_query": float((guess == truth).mean()), "policy": right, "greedy": greedy_right,
+            "policy_by_cue": by_cue(shares), "decode_by_cue": by_cue(answer_shares(truth, guess, cues)),
+            "answers": rows_text(shares),
             "snr_best": float(snr.max()), "snr_median": float(np.median(snr)),
             "write_cue": med("cue"), "write_noise": med("noise"), "write_blank": med("blank")}
 
