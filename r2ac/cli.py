@@ -2,6 +2,7 @@
 
     r2ac train CONFIG [key=value ...]        train (runs/<name> holds config, metrics, plots, checkpoints)
     r2ac train --resume RUN_DIR [key=value]  continue a run from its newest checkpoint
+    r2ac train ... --minutes N               stop after N minutes of training (a checkpoint; --resume goes on)
     r2ac eval RUN_DIR|CHECKPOINT [key=value ...] [--checkpoint STEP] [--greedy] [--episodes N] [--sets K]
               [--seed S] [--video]          test episodes; a row appended to RUN_DIR/eval.csv
     r2ac train CONFIG runtime.kind=ray [--address ADDR]   on Ray: a local instance, or join a cluster
@@ -77,13 +78,15 @@ def _train(args) -> int:
 
     run_dir = run_dir_of(cfg)
     fresh = not os.path.exists(run_dir)
+    minutes = getattr(args, "minutes", None)
+    limit = None if minutes is None else minutes * 60.0
     try:
         if args.command == "pipeline":
             summary = stages.pipeline(cfg, address=args.address)
         elif args.command == "pretrain":
-            summary = stages.pretrain(cfg, resume=bool(args.resume), address=args.address)
+            summary = stages.pretrain(cfg, resume=bool(args.resume), address=args.address, time_limit_s=limit)
         else:
-            summary = stages.run_training(cfg, resume=bool(args.resume), address=args.address)
+            summary = stages.run_training(cfg, resume=bool(args.resume), address=args.address, time_limit_s=limit)
     except (NonFiniteLossError, RunAborted) as e:
         print(f"r2ac {args.command}: stopped: {e}\nThe last checkpoint is kept; after fixing the cause "
               f"{_again(args.command, run_dir)}.", file=sys.stderr)
@@ -98,7 +101,23 @@ def _train(args) -> int:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     print(json.dumps(summary, indent=2))
+    if summary.get("status") == "stopped: time limit":
+        print(f"r2ac {args.command}: stopped at the time limit (--minutes {minutes:g}) at step {summary.get('step')} "
+              f"of {cfg.total_steps}; {_again(args.command, run_dir)} (with --minutes for another budget)",
+              file=sys.stderr)
     return 0
+
+
+def _minutes(text: str) -> float:
+    """``--minutes``: a wall-clock budget in minutes, > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes (e.g. --minutes 30)") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of minutes > 0 (e.g. --minutes 30); without "
+                                         "--minutes a run stops at total_steps")
+    return value
 
 
 def _eval(args) -> int:
@@ -252,6 +271,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. learner.unroll_length=50")
         if cmd != "pipeline":  # a pipeline continues by running the same command again
             p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
+            p.add_argument("--minutes", type=_minutes, default=None, metavar="N",
+                           help="stop after N minutes of training (counted from this command's start of training, "
+                                "also on --resume) or at total_steps, whichever comes first: a final checkpoint "
+                                "and summary (status 'stopped: time limit'); --resume RUN_DIR goes on from there")
         p.add_argument("--address", metavar="ADDR", default=None,
                        help="runtime.kind=ray: join the Ray cluster at ADDR (host:port or 'auto'); default: "
                             "$RAY_ADDRESS, then runtime.address, else start a local Ray instance")

@@ -122,3 +122,61 @@ def test_bench_vecenv_compares_the_vector_envs(tmp_path, capsys):
     assert [r["vector"] for r in rows] == ["r2ac", "gymnasium-sync", "gymnasium-async"]
     assert all(float(r["steps_per_s"]) > 0 for r in rows) and float(rows[0]["vs_r2ac"]) == 1.0
     assert "gymnasium-async" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ a wall-clock budget
+
+
+TINY_IMPALA = ["configs/quickstart.yaml", "runtime.kind=local", "env.num_envs=4", "env.options={corridor_length: 4}",
+               "learner.unroll_length=5", "learner.batch_size=8", "model.hidden_size=8", "model.stem_fc=8",
+               "logger.tensorboard=false", "logger.progress_bar=false", "checkpoint.interval_s=100000"]
+
+
+def test_minutes_stops_the_run_with_a_checkpoint_and_resume_goes_on(tmp_path, capsys):
+    from r2ac.checkpoint import load_latest_checkpoint
+
+    run_dir = tmp_path / "run"
+    assert main(["train", *TINY_IMPALA, "total_steps=1000000000", f"run_dir={run_dir}", "--minutes", "0.02"]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "stopped: time limit"
+    assert 0 < summary["step"] < 1000000000
+    err = capsys.readouterr().err
+    assert "--minutes 0.02" in err and f"r2ac train --resume {run_dir}" in err
+    first = load_latest_checkpoint(str(run_dir))
+    assert first["counters"]["step"] == summary["step"]
+
+    # 0.02 more minutes: counters and the optimizer's state go on from the checkpoint
+    assert main(["train", "--resume", str(run_dir), "--minutes", "0.02"]) == 0
+    again = json.loads((run_dir / "summary.json").read_text())
+    assert again["status"] == "stopped: time limit" and again["step"] > summary["step"]
+    new = load_latest_checkpoint(str(run_dir))
+    u0, u1 = first["extra"]["learner"]["updates"], new["extra"]["learner"]["updates"]
+    opt0 = float(first["extra"]["learner"]["optimizer"]["state"][0]["step"])
+    opt1 = float(new["extra"]["learner"]["optimizer"]["state"][0]["step"])
+    assert u1 > u0 and opt1 == opt0 + u1 - u0
+    assert "stopped at the time limit (--minutes 0.02)" in capsys.readouterr().err
+
+    # the step budget still ends a run that has minutes left
+    assert main(["train", "--resume", str(run_dir), f"total_steps={again['step'] + 40}", "--minutes", "5"]) == 0
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
+    assert "time limit" not in capsys.readouterr().err
+
+
+def test_minutes_with_ppo(tmp_path):
+    args = [a for a in TINY_PPO if not a.startswith("total_steps=")]
+    assert main(["train", "configs/ppo/base.yaml", f"run_dir={tmp_path}", *args, "total_steps=1000000000",
+                 "--minutes", "0.01"]) == 0
+    summary = json.load(open(tmp_path / "summary.json"))
+    assert summary["status"] == "stopped: time limit" and 0 < summary["step"] < 1000000000
+
+
+def test_minutes_must_be_a_positive_number(tmp_path, capsys):
+    import pytest
+
+    for bad in ("0", "-1", "soon", "inf"):
+        with pytest.raises(SystemExit) as e:
+            main(["train", "quickstart", f"run_dir={tmp_path / 'x'}", "--minutes", bad])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert "--minutes" in err and "minutes" in err.split("--minutes", 1)[1]
+    assert not (tmp_path / "x").exists()

@@ -35,24 +35,27 @@ def check_a2c(cfg: Config) -> None:
         raise ConfigError("algo=a2c needs " + ", ".join(errors))
 
 
-def run_training(cfg: Config, resume: bool = False, address: Optional[str] = None) -> Dict:
-    """Train with the algorithm (``algo``) and runtime (``runtime.kind``) the config names."""
+def run_training(cfg: Config, resume: bool = False, address: Optional[str] = None,
+                 time_limit_s: Optional[float] = None) -> Dict:
+    """Train with the algorithm (``algo``) and runtime (``runtime.kind``) the config names. ``time_limit_s``
+    ends the run after that many seconds of this call's training (``status: "stopped: time limit"``, with a
+    final checkpoint that ``resume`` continues), or at ``total_steps``, whichever comes first."""
     if cfg.algo == "ppo":
         if cfg.runtime.kind == "ray":
             raise ConfigError("algo=ppo runs in one process: use runtime.kind=local (PPO's rollouts and epochs "
                               "are synchronous; the Ray runtime serves IMPALA)")
         from r2ac.runtime.ppo import train_ppo
 
-        return train_ppo(cfg, resume=resume)
+        return train_ppo(cfg, resume=resume, time_limit_s=time_limit_s)
     if cfg.algo == "a2c":
         check_a2c(cfg)
     if cfg.runtime.kind == "ray":
         from r2ac.runtime.ray_runtime import train as ray_train
 
-        return ray_train(cfg, resume=resume, address=address)
+        return ray_train(cfg, resume=resume, address=address, time_limit_s=time_limit_s)
     from r2ac.runtime.local import train
 
-    return train(cfg, resume=resume)
+    return train(cfg, resume=resume, time_limit_s=time_limit_s)
 
 
 def export_run_stem(run_dir: str, cfg: Config, summary: Dict) -> str:
@@ -75,12 +78,14 @@ def export_run_stem(run_dir: str, cfg: Config, summary: Dict) -> str:
                        learning=cfg.model.learning, unroll_length=cfg.learner.unroll_length)
 
 
-def pretrain(cfg: Config, resume: bool = False, address: Optional[str] = None) -> Dict:
-    """Train the full agent with TBPTT (M = learner.unroll_length) and export its stem."""
+def pretrain(cfg: Config, resume: bool = False, address: Optional[str] = None,
+             time_limit_s: Optional[float] = None) -> Dict:
+    """Train the full agent with TBPTT (M = learner.unroll_length) and export its stem (``time_limit_s`` as
+    :func:`run_training`)."""
     if cfg.model.stem == "none":
         raise ConfigError("r2ac pretrain: model.stem is 'none' (no stem to pretrain); pick impala, shallow or mlp")
     cfg = apply_overrides(cfg, ["model.learning=tbptt", "stem.freeze=false"])
-    summary = run_training(cfg, resume=resume, address=address)
+    summary = run_training(cfg, resume=resume, address=address, time_limit_s=time_limit_s)
     summary["stem_path"] = export_run_stem(run_dir_of(cfg), cfg, summary)
     return summary
 

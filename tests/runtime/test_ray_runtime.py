@@ -102,6 +102,17 @@ def test_learner_sensitivities_on_ray(ray_local, tmp_path):
     assert any(float(r["policy_lag_max"]) > 0 for r in rows if r["policy_lag_max"])
 
 
+def test_time_limit_on_ray_stops_with_a_checkpoint(ray_local, tmp_path):
+    """``r2ac train --minutes`` on Ray: the learner process ends the run at the limit, with a final checkpoint
+    at the summary's step."""
+    from r2ac.checkpoint import load_latest_checkpoint
+    from r2ac.runtime.ray_runtime import train
+
+    s = train(tiny_cfg(tmp_path, "total_steps=1000000000", "checkpoint.interval_s=100000"), time_limit_s=3.0)
+    assert s["status"] == "stopped: time limit" and 0 < s["step"] < 1000000000
+    assert load_latest_checkpoint(str(tmp_path))["counters"]["step"] == s["step"]
+
+
 def test_worker_loads_weights_only_when_the_version_changes(ray_local, tmp_path):
     from r2ac.runtime import build_net
     from r2ac.runtime.ray_runtime import RolloutWorker
