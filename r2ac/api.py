@@ -184,8 +184,10 @@ def initial_net(cfg: Config, net):
     on a real run)."""
     import torch
 
+    from r2ac.runtime import resolve_model
+
     torch.manual_seed(cfg.seed)
-    return type(net).from_config(cfg.model, net.observation_shape, net.num_actions,
+    return type(net).from_config(resolve_model(cfg), net.observation_shape, net.num_actions,
                                  reward_clip=cfg.learner.reward_clip)
 
 

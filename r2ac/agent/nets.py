@@ -141,7 +141,7 @@ class AgentNet(nn.Module):
     def __init__(self, observation_shape: Tuple[int, ...], num_actions: int, *, stem: str = "impala",
                  stem_channels=(16, 32, 32), stem_fc: int = 256, core: str = "elstm", hidden_size: int = 512,
                  learning: str = "rtrl", core_options: Optional[dict] = None, reward_input: bool = True,
-                 prev_action_input: bool = False, reward_clip: float = 1.0, input_scale: float | str = "auto",
+                 prev_action_input: bool | str = False, reward_clip: float = 1.0, input_scale: float | str = "auto",
                  carry_inputs_across_episodes: bool = False, episode_start_input: bool = False,
                  episode_start_value: float | str = "auto", centre_frames: bool | str = "auto",
                  frame_centre: str = "median_feed_mean", frame_spread: bool = False,
@@ -152,7 +152,11 @@ class AgentNet(nn.Module):
         self.num_actions = int(num_actions)
         self.stem = make_stem(stem, self.observation_shape, list(stem_channels), stem_fc)
         self.reward_input = reward_input
-        self.prev_action_input = prev_action_input
+        if prev_action_input not in (True, False, "auto"):
+            raise ValueError(f"prev_action_input must be true, false or 'auto', got {prev_action_input!r}")
+        # 'auto' depends on the task, which a network does not know: r2ac.runtime.build_net resolves it per env
+        # (r2ac.runtime.resolve_model); a network built from a model config alone has no task that asks for it
+        self.prev_action_input = prev_action_input is True
         self.carry_inputs_across_episodes = bool(carry_inputs_across_episodes)
         self.episode_start_input = bool(episode_start_input)
         self.reward_clip = float(reward_clip)

@@ -129,7 +129,10 @@ class ModelConfig:
         False, "flat observations that enter the core as they are (stem 'none', not image frames) enter minus "
         "their running mean over every observation the learner has trained on (kept with the weights), then "
         "times input_scale: an entry that never changes (a wall always in view) feeds nothing")
-    prev_action_input: bool = _f(False, "feed the previous action (one-hot) to the core")
+    prev_action_input: bool | Literal["auto"] = _f(
+        "auto", "feed the previous action (one-hot) to the core; 'auto': where the task declares that its "
+        "observation needs it (POPGym's obs_requires_prev_action: the bandit, Concentration, Battleship, "
+        "MineSweeper), off elsewhere")
     input_scale: float | Literal["auto", "auto_pixels"] = _f(
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "
         "with stem 'none' (raw pixels in [0, 1]) and for flat observations of 256 entries or more with stem "

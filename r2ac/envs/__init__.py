@@ -32,7 +32,8 @@ import numpy as np
 
 from r2ac.envs.atari import AtariVecEnv
 from r2ac.envs.base import EpisodeTracker, VecEnv
-from r2ac.envs.continuous import BoxGymVecEnv, MujocoPVecEnv, MujocoVecEnv, MujocoVVecEnv, PopGymVecEnv
+from r2ac.envs.continuous import (BoxGymVecEnv, MujocoPVecEnv, MujocoVecEnv, MujocoVVecEnv, PopGymVecEnv,
+                                  popgym_class)
 from r2ac.envs.dmlab import DMLabVecEnv
 from r2ac.envs.gym_env import GymVecEnv
 from r2ac.envs.minigrid_env import MiniGridVecEnv
@@ -49,6 +50,7 @@ __all__ = [
     "WatermazeEnv",
     "env_options",
     "make_vec_env",
+    "needs_prev_action",
     "parse_env_id",
 ]
 
@@ -109,6 +111,17 @@ def parse_env_id(env_id: str) -> tuple[str, str | None]:
     if env_id in gymnasium.registry:
         return "gym", env_id
     raise ValueError(f"unknown env id {env_id!r}; allowed: {_ALLOWED_IDS}")
+
+
+def needs_prev_action(env_id: str) -> bool:
+    """Whether the task's own definition says that its observation needs the previous action beside it, to be
+    read at all: POPGym's ``obs_requires_prev_action`` (its bandit, Concentration, Battleship and MineSweeper,
+    whose observation says what an action revealed, not which action it was). ``model.prev_action_input:
+    auto`` feeds the previous action to the core where this is true. False for every other env."""
+    kind, name = parse_env_id(env_id)
+    if kind == "popgym":
+        return bool(getattr(popgym_class(name), "obs_requires_prev_action", False))
+    return False
 
 
 def env_options(env_id_or_kind: str) -> dict[str, Any]:

@@ -8,9 +8,9 @@
 Code outside ``r2ac/runtime`` imports the names below from ``r2ac.runtime``.
 """
 
-from r2ac.runtime.common import TrainingSession, build_net, make_env
+from r2ac.runtime.common import TrainingSession, build_net, make_env, resolve_model
 from r2ac.runtime.session import (RunAborted, RunSession, frames_per_step, resolve_device, run_dir_of,
                                   set_fast_math, sigterm_as_interrupt, stop_status)
 
 __all__ = ["RunAborted", "RunSession", "TrainingSession", "build_net", "frames_per_step", "make_env",
-           "resolve_device", "run_dir_of", "set_fast_math", "sigterm_as_interrupt", "stop_status"]
+           "resolve_device", "resolve_model", "run_dir_of", "set_fast_math", "sigterm_as_interrupt", "stop_status"]

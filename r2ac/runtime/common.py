@@ -25,7 +25,7 @@ from r2ac.agent.nets import AgentNet
 from r2ac.agent.stem_io import StemFileError, load_pretrained_stem
 from r2ac.agent.trajectory import Batcher, nbytes, num_columns, validate
 from r2ac.config import Config, ConfigError
-from r2ac.envs import make_vec_env
+from r2ac.envs import make_vec_env, needs_prev_action
 from r2ac.logger import RunLogger
 from r2ac.runtime.session import RunAborted, RunSession, env_seed, resolve_device
 
@@ -39,6 +39,16 @@ def make_env(cfg: Config, index: int):
     return make_vec_env(cfg.env.id, cfg.env.num_envs, env_seed(cfg, index), **dict(cfg.env.options))
 
 
+def resolve_model(cfg: Config):
+    """``cfg.model`` with what depends on the env resolved: ``prev_action_input: auto`` becomes whether the
+    task declares that its observation needs the previous action (:func:`r2ac.envs.needs_prev_action`). The
+    rest of ``auto`` depends on the observation only and is resolved by the network."""
+    m = cfg.model
+    if m.prev_action_input == "auto":
+        m = dataclasses.replace(m, prev_action_input=needs_prev_action(cfg.env.id))
+    return m
+
+
 def build_net(cfg: Config, observation_shape, num_actions, load_stem: bool = True) -> AgentNet:
     """The agent network of a config. With ``stem.path`` the pretrained stem is loaded (after checking that
     it fits the observation shape and architecture); with ``stem.freeze`` it is frozen and kept out of the
@@ -47,7 +57,8 @@ def build_net(cfg: Config, observation_shape, num_actions, load_stem: bool = Tru
     if not num_actions or int(num_actions) < 1:
         raise ConfigError(f"env {cfg.env.id!r} has continuous actions, but algo=impala (V-trace with a categorical "
                           "policy) needs discrete ones; use algo=ppo for continuous control")
-    net = AgentNet.from_config(cfg.model, observation_shape, num_actions, reward_clip=cfg.learner.reward_clip)
+    net = AgentNet.from_config(resolve_model(cfg), observation_shape, num_actions,
+                               reward_clip=cfg.learner.reward_clip)
     if cfg.stem.path and load_stem:
         try:
             load_pretrained_stem(net.stem, cfg.stem.path)

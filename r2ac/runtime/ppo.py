@@ -26,6 +26,7 @@ from r2ac.agent.inputs import core_input_size
 from r2ac.agent.ppo import PPOLearner, PPONet, RolloutCollector, action_spec, trace_memory
 from r2ac.config import Config
 from r2ac.envs import make_vec_env
+from r2ac.runtime.common import resolve_model
 from r2ac.runtime.session import RunSession, create_run_dir, env_seed, prepare_run, resolve_device
 
 __all__ = ["PPOSession", "TraceMemoryError", "build_ppo_net", "train_ppo"]
@@ -47,7 +48,7 @@ def ppo_episode_start_value(model_cfg) -> float:
 def build_ppo_net(cfg: Config, venv) -> PPONet:
     """The network of Elelimy et al. 2024: the tanh encoder ``ppo.encoder`` (the paper: one 64-unit layer),
     the core of ``cfg.model``, the actor and critic heads."""
-    m = cfg.model
+    m = resolve_model(cfg)
     if m.centre_frames is True or m.frame_spread or m.running_centres is True:
         raise ValueError("model.centre_frames=true, model.frame_spread=true and model.running_centres=true are for "
                          "raw image frames entering the IMPALA/A2C core (model.stem=none); PPO's input is the "
@@ -111,7 +112,7 @@ class PPOSession(RunSession):
         try:
             self.collector = RolloutCollector(self.net, venv, p, generator=self.act_gen,
                                               reward_input=cfg.model.reward_input,
-                                              prev_action_input=cfg.model.prev_action_input,
+                                              prev_action_input=resolve_model(cfg).prev_action_input,
                                               episode_start_input=cfg.model.episode_start_input,
                                               episode_start_value=ppo_episode_start_value(cfg.model))
         except BaseException:

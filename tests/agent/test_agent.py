@@ -484,6 +484,44 @@ def test_head_norm_layer_normalises_the_heads_input():
         build_ppo_net(load_config("ppo/base.yaml", ["model.head_norm=true"]), venv)
 
 
+def test_prev_action_input_auto_follows_the_task(tmp_path):
+    """``model.prev_action_input: auto`` (the default) feeds the previous action where the task declares that
+    its observation needs it (POPGym's bandit), not elsewhere; true and false are kept as given; the IMPALA and
+    PPO networks both resolve it, and a run on the bandit trains with the action as an input."""
+    from r2ac.runtime import build_net, resolve_model
+    from r2ac.runtime.local import train
+    from r2ac.runtime.ppo import build_ppo_net
+
+    venv = make_vec_env("popgym:MultiarmedBanditEasy", 2, 0)
+    shape, n = venv.observation_shape, venv.num_actions
+    bandit = ["env.id=popgym:MultiarmedBanditEasy", "env.options={}"]
+    cases = [(bandit, True), (bandit + ["model.prev_action_input=false"], False),
+             ([], False), (["model.prev_action_input=true"], True)]
+    assert load_config("quickstart", bandit).model.prev_action_input == "auto"  # kept as given in config.yaml
+    for extra, expected in cases:
+        cfg = load_config("quickstart", ["model.hidden_size=4", *extra])
+        assert resolve_model(cfg).prev_action_input is expected
+        if cfg.env.id.startswith("popgym"):
+            net = build_net(cfg, shape, n)
+            assert net.prev_action_input is expected
+            base = shape[0] + 1 + int(net.episode_start_input)  # observation, reward, episode-start flag
+            assert net.core_input_size == base + (n if expected else 0)
+    assert build_net(load_config("quickstart"), (3, 16, 16), 3).prev_action_input is False  # the T-maze
+    ppo = load_config("ppo/base.yaml", [*bandit, "model.hidden_size=4", "model.prev_action_input=auto"])
+    with_action = build_ppo_net(ppo, venv)
+    without = build_ppo_net(load_config("ppo/base.yaml", [*bandit, "model.hidden_size=4",
+                                                          "model.prev_action_input=false"]), venv)
+    assert with_action.input_size == without.input_size + n
+    with pytest.raises(ValueError, match="prev_action_input must be true, false or 'auto'"):
+        AgentNet(shape, n, stem="mlp", stem_channels=[], stem_fc=8, hidden_size=4, prev_action_input="yes")
+    venv.close()
+    s = train(load_config("quickstart", [*bandit, f"run_dir={tmp_path}", "total_steps=600", "env.num_envs=4",
+                                         "learner.batch_size=4", "model.hidden_size=4", "logger.tensorboard=false",
+                                         "logger.progress_bar=false"]))
+    assert s["status"] == "finished" and s["step"] >= 600
+    assert "prev_action_input: auto" in (tmp_path / "config.yaml").read_text()
+
+
 def test_input_scale_multiplies_the_features_only():
     """model.input_scale: the stem's features enter the core scaled; the reward and episode-start inputs do
     not."""

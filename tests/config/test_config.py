@@ -41,7 +41,7 @@ def test_defaults_match_the_documented_schema():
     m = c.model
     assert (m.stem, m.stem_channels, m.stem_fc, m.core, m.hidden_size, m.learning) == (
         "impala", [16, 32, 32], 256, "elstm", 512, "rtrl")
-    assert (m.core_options, m.reward_input, m.prev_action_input) == ({}, True, False)
+    assert (m.core_options, m.reward_input, m.prev_action_input) == ({}, True, "auto")
     assert (c.stem.path, c.stem.freeze) == ("", False)
     L = c.learner
     assert (L.batch_size, L.unroll_length, L.discount, L.baseline_cost, L.entropy_cost, L.entropy_floor) == (

@@ -7,6 +7,7 @@ import pytest
 
 from r2ac.envs import make_vec_env, parse_env_id
 from r2ac.envs.continuous import mujoco_layout, popgym_names
+from r2ac.envs import needs_prev_action
 
 QPOS_FAMILY = {"HalfCheetah-v5": 1, "Hopper-v5": 1, "Walker2d-v5": 1, "Ant-v5": 2, "Swimmer-v5": 2,
                "Humanoid-v5": 2, "InvertedPendulum-v5": 0}
@@ -157,6 +158,21 @@ def test_popgym_shapes(name, obs_dim, kind, n):
     obs, r, d, info = venv.step(a)
     assert obs.shape == (3, obs_dim) and r.dtype == np.float32
     venv.close()
+
+
+def test_needs_prev_action_reads_the_task_declaration():
+    """POPGym's own flag: the tasks whose observation says what an action revealed, not which action."""
+    flagged = {n for n in popgym_names() if needs_prev_action(f"popgym:{n}")}
+    for level in ("Easy", "Medium", "Hard"):
+        assert {f"MultiarmedBandit{level}", f"Concentration{level}", f"Battleship{level}",
+                f"MineSweeper{level}"} <= flagged
+        for name in ("RepeatPrevious", "RepeatFirst", "CountRecall", "Autoencode", "HigherLower",
+                     "PositionOnlyCartPole"):
+            assert f"{name}{level}" not in flagged
+    for env_id in ("tmaze", "cue", "copy", "minigrid:MemoryS7", "atari:Breakout", "gym:CartPole-v1"):
+        assert not needs_prev_action(env_id)
+    with pytest.raises(ValueError, match="unknown POPGym task"):
+        needs_prev_action("popgym:Nope")
 
 
 def test_popgym_multidiscrete_action_is_unravelled():
