@@ -196,7 +196,7 @@ class AgentNet(nn.Module):
             self.register_buffer("observation_mean", torch.zeros(self.stem.output_size))
             self.register_buffer("observations_seen", torch.zeros((), dtype=torch.float64))
         self.feature_size = self.stem.output_size + centre_inputs
-        self.core_input_size = inputs.core_input_size(self.feature_size, reward_input, prev_action_input,
+        self.core_input_size = inputs.core_input_size(self.feature_size, reward_input, self.prev_action_input,
                                                       num_actions, self.episode_start_input)
         self.core = make_core(core, self.core_input_size, hidden_size, learning=learning, **(core_options or {}))
         if not isinstance(head_hidden, int) or isinstance(head_hidden, bool) or head_hidden < 0:

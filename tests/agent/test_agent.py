@@ -507,6 +507,10 @@ def test_prev_action_input_auto_follows_the_task(tmp_path):
             base = shape[0] + 1 + int(net.episode_start_input)  # observation, reward, episode-start flag
             assert net.core_input_size == base + (n if expected else 0)
     assert build_net(load_config("quickstart"), (3, 16, 16), 3).prev_action_input is False  # the T-maze
+    # built from the model config alone (tools, tests), 'auto' knows no task: no action input, and the core's
+    # input width agrees
+    alone = AgentNet.from_config(load_config("quickstart", bandit + ["model.hidden_size=4"]).model, shape, n)
+    assert alone.prev_action_input is False and alone.core_input_size == shape[0] + 1 + int(alone.episode_start_input)
     ppo = load_config("ppo/base.yaml", [*bandit, "model.hidden_size=4", "model.prev_action_input=auto"])
     with_action = build_ppo_net(ppo, venv)
     without = build_ppo_net(load_config("ppo/base.yaml", [*bandit, "model.hidden_size=4",
