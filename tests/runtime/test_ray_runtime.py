@@ -238,7 +238,9 @@ def test_cli_dispatches_runtime_kind_ray_with_address(monkeypatch, tmp_path, cap
     build_argv = job_entry.build_argv
 
     calls = []
-    monkeypatch.setattr(rr, "train", lambda cfg, resume, address: calls.append((cfg, resume, address)) or {"ok": 1})
+    limits = []
+    monkeypatch.setattr(rr, "train", lambda cfg, resume, address, time_limit_s=None: limits.append(time_limit_s)
+                        or calls.append((cfg, resume, address)) or {"ok": 1})
     assert main(["train", "configs/quickstart.yaml", "runtime.kind=ray", f"run_dir={tmp_path}",
                  "--address", "10.1.2.3:6379"]) == 0
     cfg, resume, address = calls[-1]
@@ -248,6 +250,8 @@ def test_cli_dispatches_runtime_kind_ray_with_address(monkeypatch, tmp_path, cap
     assert calls[-1][0].runtime.kind == "ray" and calls[-1][2] == "auto"
     assert main(["train", "configs/quickstart.yaml", "runtime.kind=ray", f"run_dir={tmp_path}"]) == 0
     assert calls[-1][2] is None  # no flag: RAY_ADDRESS, runtime.address, else a local instance
+    assert main(["train", "configs/quickstart.yaml", "runtime.kind=ray", f"run_dir={tmp_path}", "--minutes", "2"]) == 0
+    assert limits == [None, None, None, 120.0]  # --minutes reaches the Ray runtime as seconds
     capsys.readouterr()
 
 
