@@ -715,11 +715,8 @@ def compare_markdown(rows: List[Dict]) -> str:
     def num(v, fmt="{:.2f}"):
         return "-" if math.isnan(v) else fmt.format(v)
 
-    def span(lo, hi):
-        return num(lo) if num(lo) == num(hi) else f"{num(lo)}-{num(hi)}"
-
     for r in rows:
-        final, fresh = span(r["final_min"], r["final_max"]), span(r["fresh_min"], r["fresh_max"])
+        final, fresh = range_text(r["final_min"], r["final_max"]), range_text(r["fresh_min"], r["fresh_max"])
         if r["task"] in NO_THRESHOLD:
             solved, steps, median, held, settled = "-", "-", "-", "-", "-"
         else:
@@ -804,24 +801,33 @@ def plot_compare_curves(curves: Dict[tuple, Dict[str, list]], path: str, thresho
     _save_panels(fig, axes, len(curves), path)
 
 
+def range_text(lo: float, hi: float, fmt: str = "{:.2f}") -> str:
+    """``lo`` and ``hi`` as a range of the tables: one number where they print alike, ``0.29-0.37``, and
+    ``-0.43 to -0.42`` where a bound is negative (a dash between negative numbers reads as a minus); ``-`` for NaN."""
+    def text(v):
+        return "-" if math.isnan(v) else fmt.format(v)
+
+    if text(lo) == text(hi):
+        return text(lo)
+    return f"{text(lo)} to {text(hi)}" if (lo < 0 or hi < 0) else f"{text(lo)}-{text(hi)}"
+
+
 def matrix_cell(row: Dict) -> str:
     """``3/3 in 2.0-3.7 min, held 0.902`` / ``1/3 in 2.1 min, held 0.652, final 0.34-0.67`` / ``0/3, final
     0.29-0.37``, then the length of the longest run (``held``: the lowest success after solving, rounded
     down); for a task without a success line the final return instead."""
-    def span_of(lo, hi, fmt):
-        return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}-{fmt.format(hi)}"
-
-    finals = span_of(row["final_min"], row["final_max"], "{:.2f}")
-    runs = (f" ({row['run_min']:.0f} min, {row['run_Msteps']:.1f} M steps)" if not math.isnan(row["run_min"])
-            else "")
+    finals = range_text(row["final_min"], row["final_max"])
+    m = row["run_min"]  # whole minutes from 10 on, else to a tenth (a 2.5-minute budget is not "2 min")
+    minutes = "" if math.isnan(m) else f"{m:.0f}" if m >= 10 else f"{m:.1f}".removesuffix(".0")
+    runs = f" ({minutes} min, {row['run_Msteps']:.1f} M steps)" if minutes else ""
     if row["task"] in NO_THRESHOLD:
         return f"return {finals}{runs}"
     head = f"{row['solved']}/{row['seeds']}"
     if row["solved"]:
         head += " in "
         if not math.isnan(row.get("min_solved_Msteps", math.nan)):
-            head += f"{span_of(row['min_solved_Msteps'], row['max_solved_Msteps'], '{:.2f}')} M steps, "
-        head += f"{span_of(row['min_solved_min'], row['max_solved_min'], '{:.1f}')} min"
+            head += f"{range_text(row['min_solved_Msteps'], row['max_solved_Msteps'])} M steps, "
+        head += f"{range_text(row['min_solved_min'], row['max_solved_min'], '{:.1f}')} min"
         if not math.isnan(row["min_held"]):
             head += f", held {math.floor(row['min_held'] * 1000 + 1e-9) / 1000:.3f}"
     if row["solved"] < row["seeds"]:
@@ -883,7 +889,8 @@ def plot_matrix(rows: List[Dict], path: str) -> None:
     ax.imshow(frac, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto", alpha=0.55)
     ax.set_xticks(range(len(methods)), methods)
     ax.set_yticks(range(len(keys)), [f"{t}, span {s}" for t, s in keys], fontsize=7)
-    ax.set_title("r2ac bench memory: seeds that reached the success line (colour), time to it, final success")
+    ax.set_title("r2ac bench memory: seeds that reached the success line (colour),\ntime to it, final success",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

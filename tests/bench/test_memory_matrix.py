@@ -41,6 +41,10 @@ def test_matrix_gathers_benches_and_a_later_seed_replaces_an_earlier_one(tmp_pat
     assert matrix_cell(rtrl) == "2/2 in 0.10 M steps, 1.0-17.5 min, held 0.903 (23 min, 7.7 M steps)"
     assert matrix_cell(rows["cue-pixels", "tbptt"]) == "0/2, final 0.34-0.36 (2 min, 1.0 M steps)"
     assert matrix_cell(rows["watermaze", "rtrl"]) == "return 2.46-2.58 (2 min, 1.0 M steps)"
+    # a 2.5-minute budget reads as such, and a range of negative returns does not read as a subtraction
+    held_out = matrix_cell({**rows["cue-pixels", "tbptt"], "task": "popgym:AutoencodeEasy", "final_min": -0.434,
+                            "final_max": -0.42, "run_min": 2.5})
+    assert held_out == "0/2, final -0.43 to -0.42 (2.5 min, 1.0 M steps)"
 
     table = (out / "matrix.md").read_text().splitlines()
     assert table[0] == "| task | span | rtrl | tbptt |"
