@@ -111,8 +111,10 @@ SUMMARY_COLUMNS = ["task", "span", "method", "seeds", "solved", "median_solved_m
 
 POPGYM_PREFIX = "popgym:"
 MINIGRID_PREFIX = "minigrid:"
-HELD_OUT_PREFIXES = (POPGYM_PREFIX, MINIGRID_PREFIX)
-HELD_OUT_HELP = "popgym:<Name> (e.g. popgym:RepeatFirstEasy) or minigrid:<Id> (e.g. minigrid:MemoryS13Random)"
+GYM_PREFIX = "gym:"
+HELD_OUT_PREFIXES = (POPGYM_PREFIX, MINIGRID_PREFIX, GYM_PREFIX)
+HELD_OUT_HELP = ("popgym:<Name> (e.g. popgym:RepeatFirstEasy), minigrid:<Id> (e.g. minigrid:MemoryS13Random) or "
+                 "a Gymnasium env of your own, gym:<module>:<Id or class> (e.g. gym:examples.colour_patch:ColourPatch)")
 
 
 def is_held_out(task: str) -> bool:
@@ -121,6 +123,18 @@ def is_held_out(task: str) -> bool:
 
 #: the most steps ``popgym_span`` plays to find the end of an episode of a task that states no length
 POPGYM_MEASURE_LIMIT = 100_000
+
+
+def _random_episode_length(env, task: str) -> int:
+    """The length of one episode of ``env`` played with random actions (seed 0)."""
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    for step in range(1, POPGYM_MEASURE_LIMIT + 1):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            return step
+    raise ValueError(f"{task} states no episode length and one episode with random actions did not end within "
+                     f"{POPGYM_MEASURE_LIMIT} steps; the bench needs tasks whose episodes end")
 
 
 def popgym_span(task: str) -> int:
@@ -134,19 +148,32 @@ def popgym_span(task: str) -> int:
         length = getattr(env, attr, None)
         if length:
             return int(length)
-    env.reset(seed=0)
-    env.action_space.seed(0)
-    for step in range(1, POPGYM_MEASURE_LIMIT + 1):
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            return step
-    raise ValueError(f"{task} states no episode length and one episode with random actions did not end within "
-                     f"{POPGYM_MEASURE_LIMIT} steps; the bench needs tasks whose episodes end")
+    return _random_episode_length(env, task)
 
 
-def held_out_span(task: str) -> int:
+def gym_span(task: str, options: Optional[Dict] = None) -> int:
+    """A ``gym:`` task's span: its registered time limit (``max_episode_steps``) where it has one, else the
+    length of one episode played with random actions (seed 0), with the env options the runs will get."""
+    from r2ac.envs.gym_env import resolve_gym_factory
+
+    try:
+        env = resolve_gym_factory(task[len(GYM_PREFIX):])(**(options or {}))
+    except TypeError as exc:
+        raise ValueError(f"{task} rejected env options {sorted(options or {})}: {exc}") from exc
+    try:
+        spec = getattr(env, "spec", None)
+        limit = getattr(spec, "max_episode_steps", None) if spec is not None else None
+        return int(limit) if limit else _random_episode_length(env, task)
+    finally:
+        env.close()
+
+
+def held_out_span(task: str, options: Optional[Dict] = None) -> int:
     """A held-out task's span, fixed by the task: a POPGym task's episode length, a MiniGrid task's
-    ``max_steps`` (where its episodes are cut)."""
+    ``max_steps`` (where its episodes are cut), a ``gym:`` task's time limit or random episode's length
+    (:func:`gym_span`, with ``options``, the env options its runs get)."""
+    if task.startswith(GYM_PREFIX):
+        return gym_span(task, options)
     if task.startswith(MINIGRID_PREFIX):
         from r2ac.envs.minigrid_env import minigrid_max_steps
 
@@ -157,7 +184,10 @@ def held_out_span(task: str) -> int:
 def task_spec(task: str, span: int) -> tuple:
     """(env id, env options, episode steps) of a bench task at a span: a built-in task of ``TASKS`` or a
     held-out ``popgym:<Name>`` or ``minigrid:<Id>`` (its span is its episode length, whatever ``span``
-    says)."""
+    says), or a ``gym:`` task (its span is the one the bench measured with the runs' env options:
+    :func:`gym_span`)."""
+    if task.startswith(GYM_PREFIX):
+        return task, {}, int(span)
     if is_held_out(task):
         return task, {}, held_out_span(task)
     if task not in TASKS:
@@ -186,6 +216,14 @@ def method_overrides(method: str, episode_steps: int, num_envs: int) -> List[str
     if method == "a2c":
         return ["algo=a2c", "learner.optimizer=adam", f"learner.batch_size={num_envs}", "runtime.num_actors=1"]
     raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+
+
+def override_env_options(base: str, overrides: Sequence[str]) -> Dict:
+    """The env options that ``overrides`` (``env.options...=``) give a bench run, whose options start empty."""
+    from r2ac.config import apply_overrides, load_config
+
+    mine = ["env.options={}"] + [o for o in overrides if o.split("=", 1)[0].split(".")[:2] == ["env", "options"]]
+    return dict(apply_overrides(load_config(base), mine).env.options)
 
 
 def run_config(base: str, task: str, span: int, method: str, seed: int, run_dir: str, extra: Sequence[str] = (),
@@ -1039,8 +1077,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         p.error(f"unknown task/method {bad}; tasks: {', '.join(TASKS)}, {HELD_OUT_HELP}; methods: "
                 f"{', '.join(METHODS)}")
     spans = [int(s) for s in args.spans.split(",")]
-    try:  # a held-out task runs at its own span, once
-        task_spans = {t: [held_out_span(t)] if is_held_out(t) else spans for t in tasks}
+    try:  # a held-out task runs at its own span, once (a gym: task's measured with the env options given)
+        task_spans = {t: [held_out_span(t, override_env_options(args.config, args.overrides))] if is_held_out(t)
+                      else spans for t in tasks}
     except ValueError as e:
         p.error(str(e))
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -20,6 +20,8 @@ Env b is seeded with ``seed + b`` at the first reset; later resets continue its 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any, Callable
 
 import gymnasium
@@ -30,14 +32,31 @@ from r2ac.envs.base import EpisodeTracker, VecEnv, check_actions
 __all__ = ["GymVecEnv", "resolve_gym_factory"]
 
 
+def import_user_module(name: str):
+    """``importlib.import_module(name)``; where the module is not found and the working directory is not on
+    ``sys.path`` (the ``r2ac`` console script's is its own bin directory), once more with it appended, as
+    ``python -m`` would find a module of the directory the command runs in."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        cwd = os.getcwd()
+        top = name.split(".")[0]
+        if exc.name != top or cwd in {os.path.abspath(p or ".") for p in sys.path}:
+            raise
+        sys.path.append(cwd)
+        return importlib.import_module(name)
+
+
 def resolve_gym_factory(spec: str) -> Callable[..., gymnasium.Env]:
     """``"CartPole-v1"`` / ``"module:EnvId"`` / ``"module:EnvClass"`` -> a callable making one env."""
     if ":" in spec:
         module_name, _, name = spec.rpartition(":")
         try:
-            module = importlib.import_module(module_name)
+            module = import_user_module(module_name)
         except ImportError as exc:
-            raise ValueError(f"gym env {spec!r}: cannot import module {module_name!r}: {exc}") from exc
+            raise ValueError(f"gym env {spec!r}: cannot import module {module_name!r}: {exc}. The module must be "
+                             f"importable where the command runs: run from the directory that holds it, or add its "
+                             f"directory to PYTHONPATH (on a Ray cluster, on every node)") from exc
         if name in gymnasium.registry:
             return lambda **kw: gymnasium.make(name, **kw)
         attr = getattr(module, name, None)
