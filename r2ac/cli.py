@@ -351,7 +351,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         if args.command == "bench":
             return _bench(args, rest)
-        if args.command in ("eval", "sweep"):  # overrides after the options
+        if hasattr(args, "overrides"):  # overrides after the options (`--minutes 5 key=value`)
             args.overrides += [r for r in rest if "=" in r and not r.startswith("-")]
             rest = [r for r in rest if not ("=" in r and not r.startswith("-"))]
         if rest:

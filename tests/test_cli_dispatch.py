@@ -156,8 +156,8 @@ def test_minutes_stops_the_run_with_a_checkpoint_and_resume_goes_on(tmp_path, ca
     assert u1 > u0 and opt1 == opt0 + u1 - u0
     assert "stopped at the time limit (--minutes 0.02)" in capsys.readouterr().err
 
-    # the step budget still ends a run that has minutes left
-    assert main(["train", "--resume", str(run_dir), f"total_steps={again['step'] + 40}", "--minutes", "5"]) == 0
+    # the step budget still ends a run that has minutes left (an override after the options counts too)
+    assert main(["train", "--resume", str(run_dir), "--minutes", "5", f"total_steps={again['step'] + 40}"]) == 0
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
     assert "time limit" not in capsys.readouterr().err
 

@@ -39,10 +39,13 @@ M = 10 by default ``--spans 100,300,1000``):
 Held-out tasks, designed elsewhere and never used to choose a setting here: ``popgym:<Name>``, a POPGym task
 by class name (Morad et al. 2023; e.g. ``popgym:RepeatFirstEasy``, ``popgym:CountRecallMedium``), and
 ``minigrid:<Id>``, a MiniGrid task (Chevalier-Boisvert et al. 2023; e.g. ``minigrid:MemoryS13Random``, one-hot
-views, ``r2ac.envs.minigrid_env``). Their span is fixed by the task: the bench runs each once, whatever
+views, ``r2ac.envs.minigrid_env``). A task of your own runs the same way: ``gym:<module>:<Id or class>``, a
+Gymnasium env (e.g. ``gym:examples.colour_patch:ColourPatch``, a user-style task in this repository; its options
+as overrides, ``env.options.span=150``). Their span is fixed by the task: the bench runs each once, whatever
 ``--spans`` says, and its span column is the task's episode length (POPGym's ``max_episode_length`` or
 ``episode_length``, or one random episode's length where the task states none; MiniGrid's ``max_steps``:
-the longest distance from an observation to a reward that may need it). Success is the
+the longest distance from an observation to a reward that may need it; a ``gym:`` task's registered time
+limit, or one random episode's length under the env options given). Success is the
 task's episode return: POPGym's in [-1, 1] (RepeatFirst: the fraction of the episode's steps answered right,
 times 2, minus 1; chance -0.5 with 4 suits); MiniGrid's 1 - 0.9 x steps / max_steps where solved, 0 where
 not (Memory: a quick walk to the wrong object scores 0, to the right one about 0.97); pick ``--threshold``

@@ -434,13 +434,13 @@ def test_bench_memory_runs_and_writes_tables(tmp_path, capsys):
         main(["--tasks", "nope", "--out", str(out)])
 
 
-def short_held_out_run(task: str, spans: str, out) -> list:
+def short_held_out_run(task: str, spans: str, out, extra=()) -> list:
     """A 3-second RTRL run of a held-out task by ``r2ac bench memory`` (a tiny agent); its memory_runs.csv rows."""
     from r2ac.bench.memory import main
 
     assert main(["--tasks", task, "--spans", spans, "--methods", "rtrl", "--seeds", "0", "--minutes", "0.05",
                  "--jobs", "1", "--out", str(out), "env.num_envs=4", "learner.batch_size=4", "model.hidden_size=8",
-                 "logger.log_interval_s=0.5"]) == 0
+                 "logger.log_interval_s=0.5", *extra]) == 0
     return list(csv.DictReader(open(out / "memory_runs.csv")))
 
 
@@ -487,6 +487,31 @@ def test_bench_memory_runs_held_out_minigrid_tasks_at_their_max_steps(tmp_path, 
     with pytest.raises(SystemExit):
         main(["--tasks", "minigrid:MemoryS99", "--out", str(out)])
     assert "unknown MiniGrid task 'MemoryS99'" in capsys.readouterr().err
+
+
+def test_bench_memory_runs_a_users_gym_env_at_the_span_its_options_give(tmp_path, capsys):
+    """gym:<module>:<class> (a user's own Gymnasium env, here examples/colour_patch.py) runs once, its span the
+    length of a random episode under the env options the overrides give (span 5: 7 steps); a registered id
+    takes its time limit; a module that does not import is refused before any run, naming the fix."""
+    from r2ac.bench.memory import gym_span, main, override_env_options, run_config
+
+    task = "gym:examples.colour_patch:ColourPatch"
+    out = tmp_path / "user"
+    rows = short_held_out_run(task, "3", out, ["env.options.span=5", "env.options.colours=3"])
+    assert [(r["task"], r["span"], r["method"]) for r in rows] == [(task, "7", "rtrl")]
+    assert float(rows[0]["steps"]) > 0 and 0.0 <= float(rows[0]["fresh"]) <= 1.0
+    assert rows[0]["options"] == "colours=3 span=5"  # a variant of the task's defaults, as --compare reads it
+    assert override_env_options("configs/quickstart.yaml", ["env.options.span=5", "learner.batch_size=4"]) == \
+        {"span": 5}
+    assert gym_span(task) == 152 and gym_span(task, {"span": 40}) == 42 and gym_span("gym:CartPole-v1") == 500
+    cfg = run_config("configs/quickstart.yaml", task, 42, "tbptt-full", 0, str(tmp_path / "c"), ["env.options.span=40"])
+    assert (cfg.env.id, cfg.env.options, cfg.learner.unroll_length) == (task, {"span": 40}, 42)
+    with pytest.raises(SystemExit):
+        main(["--tasks", "gym:no_such_module_here:Env", "--out", str(out)])
+    assert "cannot import module 'no_such_module_here'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--tasks", task, "--out", str(out), "env.options.nope=1"])
+    assert "rejected env options ['nope']" in capsys.readouterr().err
 
 
 def test_all_finite_fast_path_is_exact():

@@ -498,6 +498,33 @@ def test_gym_module_id_form_and_truncation():
     assert (np.abs(obs) <= 0.05).all()                                # fresh CartPole start state
 
 
+def test_gym_module_of_the_working_directory_imports_from_the_console_script(tmp_path, monkeypatch):
+    """The ``r2ac`` console script's sys.path holds its bin directory, not the working directory: a user's
+    module there still imports (as under ``python -m``); one that is nowhere is refused, naming the fix."""
+    import sys
+
+    from r2ac.envs.gym_env import resolve_gym_factory
+
+    (tmp_path / "my_task_here.py").write_text(
+        "import gymnasium\n"
+        "class Blink(gymnasium.Env):\n"
+        "    observation_space = gymnasium.spaces.Box(0, 1, (2,))\n"
+        "    action_space = gymnasium.spaces.Discrete(2)\n"
+        "    def reset(self, *, seed=None, options=None):\n"
+        "        return self.observation_space.low, {}\n"
+        "    def step(self, action):\n"
+        "        return self.observation_space.low, 1.0, True, False, {}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "my_task_here", raising=False)
+    assert resolve_gym_factory("my_task_here:Blink").__name__ == "Blink"
+    venv = make_vec_env("gym:my_task_here:Blink", 2, 0)
+    venv.reset()
+    assert list(venv.step(np.array([0, 1]))[1]) == [1.0, 1.0]
+    with pytest.raises(ValueError, match="cannot import module 'not_here_either'.*PYTHONPATH"):
+        resolve_gym_factory("not_here_either:Env")
+
+
 def test_gym_continuous_actions_rejected():
     with pytest.raises(ValueError, match="discrete"):
         make_vec_env("gym:Pendulum-v1", 2, 0)

@@ -1,0 +1,56 @@
+"""examples/colour_patch.py, the user-written Gymnasium task of docs/environments.md ("Your own task"), as
+r2ac's ``gym:`` kind sees it: channels-last frames turned (C, H, W), an episode of span + 2 steps, paid only
+for naming the cue's colour at the query, distractor squares where asked, bad options refused."""
+
+import numpy as np
+import pytest
+
+from examples.colour_patch import BACKGROUND, COLOURS, GRAIN, ColourPatch
+from r2ac.envs import make_vec_env
+
+TASK = "gym:examples.colour_patch:ColourPatch"
+
+
+def coloured(frame: np.ndarray) -> np.ndarray:
+    """(H, W) mask of the pixels outside the grey background's range (a square), for a (3, H, W) frame."""
+    f = frame.astype(int)
+    return (np.abs(f - BACKGROUND) > GRAIN).any(axis=0)
+
+
+def test_the_cue_square_then_background_then_the_query_pays_only_the_cues_colour():
+    venv = make_vec_env(TASK, 6, 0, span=5, colours=4, size=20, patch=5)
+    assert venv.observation_shape == (3, 20, 20) and venv.observation_dtype == np.uint8 and venv.num_actions == 4
+    obs = venv.reset()
+    cues = []
+    for frame in obs:  # a 5x5 square of one cue colour, the rest grey
+        mask = coloured(frame)
+        assert mask.sum() == 25
+        colour = frame[:, mask][:, 0]
+        cues.append(int(np.flatnonzero((COLOURS[:4] == colour).all(axis=1))[0]))
+    wrong = np.array([(c + 1) % 4 for c in cues])
+    for t in range(1, 6):  # span 5: background only
+        obs, reward, done, _ = venv.step(wrong)
+        assert not coloured(obs).any() and not reward.any() and not done.any(), t
+    obs, reward, done, _ = venv.step(wrong)  # the query frame: a white border
+    assert (obs[:, :, :2, :] == 255).all() and not done.any()
+    answers = np.where(np.arange(6) % 2 == 0, cues, wrong)  # half of them right
+    _, reward, done, info = venv.step(answers)
+    assert done.all() and list(reward) == [1.0, 0.0] * 3
+    assert list(info["episode_length"]) == [7] * 6
+
+
+def test_distractor_squares_appear_between_cue_and_query_at_their_rate():
+    env = ColourPatch(span=400, distractors=0.3)
+    env.reset(seed=1)
+    seen = 0
+    for _ in range(400):
+        frame, *_ = env.step(0)
+        seen += bool(coloured(frame.transpose(2, 0, 1)).any())
+    assert 0.22 < seen / 400 < 0.38
+
+
+@pytest.mark.parametrize("options, word", [({"colours": 7}, "colours"), ({"patch": 30}, "patch"),
+                                           ({"distractors": 1.5}, "distractors")])
+def test_bad_options_are_refused_by_name(options, word):
+    with pytest.raises(ValueError, match=word):
+        ColourPatch(**options)
