@@ -507,8 +507,9 @@ def settings_differences(run_dir: str, base: str, task: str, span: int, method: 
     ``config.yaml`` against :func:`run_config`. ``None`` where the run left no config. Budgets and bookkeeping
     (``BOOKKEEPING_KEYS``) are not compared; the model settings that "auto" resolves from the observations
     compare as the network resolves them (a vector task run with ``model.running_centres=false`` trains what
-    ``auto`` trains). A config saved by an older r2ac reads with the keys added since at the values that
-    reproduce it (``upgrade_resolved``)."""
+    ``auto`` trains). Env options beyond the task's own are the run's variant (:func:`run_variant`, named in
+    its cell), not differences. A config saved by an older r2ac reads with the keys added since at the values
+    that reproduce it (``upgrade_resolved``)."""
     import yaml
 
     from r2ac.config import config_to_dict
@@ -520,8 +521,12 @@ def settings_differences(run_dir: str, base: str, task: str, span: int, method: 
     with open(path) as f:
         saved = upgrade_resolved(yaml.safe_load(f) or {})
     expected = config_to_dict(run_config(base, task, span, method, seed, run_dir, extra))
-    a, b = _flat(saved), _flat(expected)
     missing = object()
+    # the env options beyond the task's own are the run's variant, named in its cell (run_variant), not a difference
+    default = dict(_task_options(task, span))
+    own = {k: v for k, v in ((saved.get("env") or {}).get("options") or {}).items() if default.get(k, missing) != v}
+    expected["env"]["options"] = {**expected["env"]["options"], **own}
+    a, b = _flat(saved), _flat(expected)
     keys = [k for k in sorted(set(a) | set(b)) if not _bookkeeping(k) and a.get(k, missing) != b.get(k, missing)]
     model_keys = {f"model.{k}" for k in RESOLVED_MODEL_KEYS + CENTRING_KEYS}
     if any(k in model_keys for k in keys):

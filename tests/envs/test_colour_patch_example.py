@@ -5,8 +5,13 @@ for naming the cue's colour at the query, distractor squares where asked, bad op
 import numpy as np
 import pytest
 
-from examples.colour_patch import BACKGROUND, COLOURS, GRAIN, ColourPatch
 from r2ac.envs import make_vec_env
+from r2ac.envs.gym_env import import_user_module
+
+# as `gym:examples.colour_patch:...` imports it: from the working directory (the repository root) where
+# sys.path does not hold it (pytest's console script)
+_example = import_user_module("examples.colour_patch")
+BACKGROUND, COLOURS, GRAIN, ColourPatch = _example.BACKGROUND, _example.COLOURS, _example.GRAIN, _example.ColourPatch
 
 TASK = "gym:examples.colour_patch:ColourPatch"
 
