@@ -3,7 +3,8 @@
 ColourPatch: at step 0 a small coloured square (the cue, one of ``colours`` colours) sits at a random
 place on a grey, grainy background. Then ``span`` frames of background follow; with ``distractors > 0``
 each of them shows, with that probability, a square of a random colour (any of the cue colours) at a
-random place, so the agent must keep the first square and not the latest. Then the query frame (the
+random place, so the agent must keep the first square and not the latest. ``grain`` is the background's
+per-pixel noise (uniform in [-grain, grain] around grey 128; 0 gives a flat grey). Then the query frame (the
 background with a white border) asks which colour the cue was: the action taken there ends the episode
 and pays 1 if it names the cue's colour (action i = colour i), 0 otherwise. Actions elsewhere do
 nothing. Observations are ``(size, size, 3)`` uint8 images, channels last, as most image envs give them.
@@ -26,7 +27,7 @@ import numpy as np
 COLOURS = np.array([(220, 40, 40), (40, 180, 60), (50, 70, 230), (230, 200, 30), (180, 60, 200), (30, 200, 210)],
                    dtype=np.uint8)
 BACKGROUND = 128
-GRAIN = 24  # the background's per-pixel noise: uniform in [-GRAIN, GRAIN]
+GRAIN = 24  # the background's per-pixel noise by default: uniform in [-grain, grain]
 
 
 class ColourPatch(gym.Env):
@@ -35,14 +36,17 @@ class ColourPatch(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, span: int = 150, colours: int = 4, size: int = 24, patch: int = 6,
-                 distractors: float = 0.0) -> None:
+                 distractors: float = 0.0, grain: int = GRAIN) -> None:
         if not 1 <= colours <= len(COLOURS):
             raise ValueError(f"colours must be in 1..{len(COLOURS)}, got {colours}")
         if not 1 <= patch <= size:
             raise ValueError(f"patch must be in 1..size ({size}), got {patch}")
         if not 0.0 <= distractors <= 1.0:
             raise ValueError(f"distractors is a probability in [0, 1], got {distractors}")
+        if not 0 <= grain <= BACKGROUND:
+            raise ValueError(f"grain must be in 0..{BACKGROUND}, got {grain}")
         self.span, self.colours, self.size, self.patch = int(span), int(colours), int(size), int(patch)
+        self.grain = int(grain)
         self.distractors = float(distractors)
         self.observation_space = gym.spaces.Box(0, 255, (self.size, self.size, 3), np.uint8)
         self.action_space = gym.spaces.Discrete(self.colours)
@@ -50,7 +54,9 @@ class ColourPatch(gym.Env):
         self.cue = 0
 
     def _background(self) -> np.ndarray:
-        grain = self.np_random.integers(-GRAIN, GRAIN + 1, (self.size, self.size, 3))
+        if not self.grain:
+            return np.full((self.size, self.size, 3), BACKGROUND, np.uint8)
+        grain = self.np_random.integers(-self.grain, self.grain + 1, (self.size, self.size, 3))
         return (BACKGROUND + grain).astype(np.uint8)
 
     def _with_square(self, frame: np.ndarray, colour: int) -> np.ndarray:

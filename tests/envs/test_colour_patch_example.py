@@ -54,8 +54,19 @@ def test_distractor_squares_appear_between_cue_and_query_at_their_rate():
     assert 0.22 < seen / 400 < 0.38
 
 
+def test_grain_sets_the_backgrounds_noise_and_zero_gives_flat_grey():
+    flat, _ = ColourPatch(span=3, grain=0).reset(seed=0)
+    grey = ~(np.abs(flat.astype(int) - BACKGROUND) > 0).any(axis=2)
+    assert grey.sum() == 24 * 24 - 36  # everything but the 6x6 square is exactly grey
+    env = ColourPatch(span=3, grain=60)
+    env.reset(seed=0)
+    frame, *_ = env.step(0)  # a background frame
+    spread = np.abs(frame.astype(int) - BACKGROUND)
+    assert spread.max() <= 60 and spread.max() > GRAIN
+
+
 @pytest.mark.parametrize("options, word", [({"colours": 7}, "colours"), ({"patch": 30}, "patch"),
-                                           ({"distractors": 1.5}, "distractors")])
+                                           ({"distractors": 1.5}, "distractors"), ({"grain": -1}, "grain")])
 def test_bad_options_are_refused_by_name(options, word):
     with pytest.raises(ValueError, match=word):
         ColourPatch(**options)
