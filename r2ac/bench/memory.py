@@ -351,11 +351,15 @@ def _one_run(job) -> Dict:
 
 
 FRESH_EPISODES = 3  # per env
+FRESH_SEED = 12345  # plus the run's seed
 
 
 def fresh_return(run_dir: str) -> float:
     """The final weights' mean return on episodes of fresh envs (each env's first ``FRESH_EPISODES``, sampled
-    actions, eval seed 12345; ``fresh.json`` in the run directory, computed once). The training success is a
+    actions, eval seed ``FRESH_SEED`` plus the run's seed, so that the seeds of a cell are judged on
+    independent episodes and draws; ``fresh.json`` in the run directory, computed once, keeps the seed). Until
+    2026-11-30 every run was judged with eval seed 12345: runs at chance then shared one draw's luck. The
+    training success is a
     rolling mean over consecutive episodes; this one starts from nothing, so a policy that only works in a
     chain of episodes (e.g. one that stores the cue only when the previous episode paid, through the reward
     input) shows here. NaN for a run without a checkpoint."""
@@ -372,10 +376,11 @@ def fresh_return(run_dir: str) -> float:
         if cfg.algo == "ppo":  # r2ac eval serves IMPALA/A2C agents; a PPO run has its training success only
             return math.nan
         num_envs = cfg.env.num_envs
-        result = evaluate_run(run_dir, sets=1, episodes=FRESH_EPISODES * num_envs, seed=12345, greedy=False,
+        seed = FRESH_SEED + int(cfg.seed)
+        result = evaluate_run(run_dir, sets=1, episodes=FRESH_EPISODES * num_envs, seed=seed, greedy=False,
                               num_envs=num_envs, video=False, log=False)
         atomic_write_text(path, json.dumps({"mean": result["mean"], "episodes": result["episodes"],
-                                            "step": result["step"]}))
+                                            "step": result["step"], "seed": seed}))
     with open(path) as f:
         return float(json.load(f)["mean"])
 

@@ -4,6 +4,7 @@ import copy
 import csv
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -815,3 +816,29 @@ def test_weight_decay_shrinks_the_weight_matrices_by_lr_times_the_rate_before_th
         torch.testing.assert_close(moved[wd][name], expected, rtol=0, atol=1e-12)
     with pytest.raises(ConfigError, match="weight_decay"):
         load_config(None, ["learner.weight_decay=-1"])
+
+
+def test_fresh_envs_judge_each_seed_on_episodes_of_its_own(tmp_path, monkeypatch):
+    """The fresh-env column: eval seed 12345 plus the run's seed (seed 0 keeps the episodes it always had), kept
+    in fresh.json; so the seeds of a cell at chance no longer share one draw."""
+    import r2ac.checkpoint
+    import r2ac.evaluation
+    from r2ac.bench.memory import FRESH_SEED, fresh_return
+    from r2ac.config import save_config
+
+    asked = []
+
+    def fake_evaluate(run_dir, sets, episodes, seed, greedy, num_envs, video, log):
+        asked.append((seed, episodes, greedy))
+        return {"mean": 0.25 + seed % 7 / 100, "episodes": episodes, "step": 1}
+
+    monkeypatch.setattr(r2ac.evaluation, "evaluate_run", fake_evaluate)
+    monkeypatch.setattr(r2ac.checkpoint, "latest_checkpoint", lambda d: os.path.join(d, "checkpoints", "x"))
+    for seed in (0, 2):
+        run = tmp_path / f"s{seed}"
+        run.mkdir()
+        save_config(load_config("configs/quickstart.yaml", [f"seed={seed}", "env.num_envs=8"]), run / "config.yaml")
+        assert fresh_return(str(run)) == pytest.approx(0.25 + (FRESH_SEED + seed) % 7 / 100)
+        assert json.loads((run / "fresh.json").read_text())["seed"] == FRESH_SEED + seed
+        assert fresh_return(str(run)) == pytest.approx(0.25 + (FRESH_SEED + seed) % 7 / 100)  # computed once
+    assert asked == [(12345, 24, False), (12347, 24, False)]
