@@ -357,12 +357,11 @@ FRESH_SEED = 12345  # plus the run's seed
 def fresh_return(run_dir: str) -> float:
     """The final weights' mean return on episodes of fresh envs (each env's first ``FRESH_EPISODES``, sampled
     actions, eval seed ``FRESH_SEED`` plus the run's seed, so that the seeds of a cell are judged on
-    independent episodes and draws; ``fresh.json`` in the run directory, computed once, keeps the seed). Until
-    2026-11-30 every run was judged with eval seed 12345: runs at chance then shared one draw's luck. The
-    training success is a
-    rolling mean over consecutive episodes; this one starts from nothing, so a policy that only works in a
-    chain of episodes (e.g. one that stores the cue only when the previous episode paid, through the reward
-    input) shows here. NaN for a run without a checkpoint."""
+    independent episodes and draws; ``fresh.json`` in the run directory, computed once, keeps the seed; runs
+    judged before this change, 2026-11-29, all used 12345, and runs at chance shared one draw's luck). The
+    training success is a rolling mean over consecutive episodes; this one starts from nothing, so a policy
+    that only works in a chain of episodes (e.g. one that stores the cue only when the previous episode paid,
+    through the reward input) shows here. NaN for a run without a checkpoint."""
     path = os.path.join(run_dir, "fresh.json")
     if not os.path.exists(path):
         from r2ac.checkpoint import latest_checkpoint
