@@ -4,7 +4,8 @@ ColourPatch: at step 0 a small coloured square (the cue, one of ``colours`` colo
 place on a grey, grainy background. Then ``span`` frames of background follow; with ``distractors > 0``
 each of them shows, with that probability, a square of a random colour (any of the cue colours) at a
 random place, so the agent must keep the first square and not the latest. ``grain`` is the background's
-per-pixel noise (uniform in [-grain, grain] around grey 128; 0 gives a flat grey). Then the query frame (the
+per-pixel noise (uniform in [-grain, grain] around grey 128; 0 gives a flat grey), on every frame, or with
+``grain_on="cue"`` on the cue's frame only, ``"between"`` on every frame but the cue's. Then the query frame (the
 background with a white border) asks which colour the cue was: the action taken there ends the episode
 and pays 1 if it names the cue's colour (action i = colour i), 0 otherwise. Actions elsewhere do
 nothing. Observations are ``(size, size, 3)`` uint8 images, channels last, as most image envs give them.
@@ -28,6 +29,7 @@ COLOURS = np.array([(220, 40, 40), (40, 180, 60), (50, 70, 230), (230, 200, 30),
                    dtype=np.uint8)
 BACKGROUND = 128
 GRAIN = 24  # the background's per-pixel noise by default: uniform in [-grain, grain]
+GRAIN_ON = ("all", "cue", "between")  # the frames with grain: every one, the cue's only, all but the cue's
 
 
 class ColourPatch(gym.Env):
@@ -36,7 +38,7 @@ class ColourPatch(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, span: int = 150, colours: int = 4, size: int = 24, patch: int = 6,
-                 distractors: float = 0.0, grain: int = GRAIN) -> None:
+                 distractors: float = 0.0, grain: int = GRAIN, grain_on: str = "all") -> None:
         if not 1 <= colours <= len(COLOURS):
             raise ValueError(f"colours must be in 1..{len(COLOURS)}, got {colours}")
         if not 1 <= patch <= size:
@@ -46,7 +48,9 @@ class ColourPatch(gym.Env):
         if not 0 <= grain <= BACKGROUND:
             raise ValueError(f"grain must be in 0..{BACKGROUND}, got {grain}")
         self.span, self.colours, self.size, self.patch = int(span), int(colours), int(size), int(patch)
-        self.grain = int(grain)
+        if grain_on not in GRAIN_ON:
+            raise ValueError(f"grain_on must be one of {GRAIN_ON}, got {grain_on!r}")
+        self.grain, self.grain_on = int(grain), grain_on
         self.distractors = float(distractors)
         self.observation_space = gym.spaces.Box(0, 255, (self.size, self.size, 3), np.uint8)
         self.action_space = gym.spaces.Discrete(self.colours)
@@ -54,7 +58,7 @@ class ColourPatch(gym.Env):
         self.cue = 0
 
     def _background(self) -> np.ndarray:
-        if not self.grain:
+        if not self.grain or self.grain_on == ("between" if self.t == 0 else "cue"):
             return np.full((self.size, self.size, 3), BACKGROUND, np.uint8)
         grain = self.np_random.integers(-self.grain, self.grain + 1, (self.size, self.size, 3))
         return (BACKGROUND + grain).astype(np.uint8)

@@ -65,8 +65,20 @@ def test_grain_sets_the_backgrounds_noise_and_zero_gives_flat_grey():
     assert spread.max() <= 60 and spread.max() > GRAIN
 
 
+@pytest.mark.parametrize("grain_on, grainy", [("all", [True, True, True]), ("cue", [True, False, False]),
+                                             ("between", [False, True, True])])
+def test_grain_on_puts_the_noise_on_the_cues_frame_the_others_or_all(grain_on, grainy):
+    env = ColourPatch(span=1, grain_on=grain_on)
+    frames = [env.reset(seed=0)[0]] + [env.step(0)[0] for _ in range(2)]  # the cue, one between, the query
+    for frame, noisy in zip(frames, grainy):
+        inner = frame[2:-2, 2:-2].astype(int)  # inside the query's border
+        background = inner[(np.abs(inner - BACKGROUND) <= GRAIN).all(axis=2)]  # not the square
+        assert (background != BACKGROUND).any() == noisy
+
+
 @pytest.mark.parametrize("options, word", [({"colours": 7}, "colours"), ({"patch": 30}, "patch"),
-                                           ({"distractors": 1.5}, "distractors"), ({"grain": -1}, "grain")])
+                                           ({"distractors": 1.5}, "distractors"), ({"grain": -1}, "grain"),
+                                           ({"grain_on": "query"}, "grain_on")])
 def test_bad_options_are_refused_by_name(options, word):
     with pytest.raises(ValueError, match=word):
         ColourPatch(**options)
