@@ -7,8 +7,9 @@ that probability, another random number without the flag, so the agent must keep
 latest. Then the query step shows a second number ``b`` with a query flag: action 1 says "a was larger",
 action 0 "a was smaller"; it ends the episode and pays 1 if right, 0 otherwise. A guess pays 0.5; a guess from
 ``b`` alone, without memory ("smaller" when b > 1/2), pays 0.75 on average; only a kept ``a`` pays more.
-Actions elsewhere do nothing. Unlike a colour (one of a few categories), ``a`` is a quantity: the closer ``b`` comes to it,
-the more precisely it must have been kept, so a memory that blurs it pays less than 1 however well it is read.
+Actions elsewhere do nothing. Unlike a colour (one of a few categories), ``a`` is a quantity: the closer
+``b`` comes to it, the more precisely it must have been kept, so a memory that blurs it pays less than 1
+however well it is read.
 
 Observations: ``[number, remember flag, query flag]``, float32.
 
