@@ -8,6 +8,8 @@ import pytest
 from r2ac.envs import make_vec_env
 from r2ac.envs.gym_env import import_user_module
 
+from example_checks import answer_the_query, share_of_steps_showing
+
 # as `gym:examples.colour_patch:...` imports it: from the working directory (the repository root) where
 # sys.path does not hold it (pytest's console script)
 _example = import_user_module("examples.colour_patch")
@@ -38,20 +40,13 @@ def test_the_cue_square_then_background_then_the_query_pays_only_the_cues_colour
         assert not coloured(obs).any() and not reward.any() and not done.any(), t
     obs, reward, done, _ = venv.step(wrong)  # the query frame: a white border
     assert (obs[:, :, :2, :] == 255).all() and not done.any()
-    answers = np.where(np.arange(6) % 2 == 0, cues, wrong)  # half of them right
-    _, reward, done, info = venv.step(answers)
-    assert done.all() and list(reward) == [1.0, 0.0] * 3
-    assert list(info["episode_length"]) == [7] * 6
+    answer_the_query(venv, cues, wrong, episode_length=7)
 
 
 def test_distractor_squares_appear_between_cue_and_query_at_their_rate():
-    env = ColourPatch(span=400, distractors=0.3)
-    env.reset(seed=1)
-    seen = 0
-    for _ in range(400):
-        frame, *_ = env.step(0)
-        seen += bool(coloured(frame.transpose(2, 0, 1)).any())
-    assert 0.22 < seen / 400 < 0.38
+    squares = share_of_steps_showing(ColourPatch(span=400, distractors=0.3),
+                                     lambda frame: coloured(frame.transpose(2, 0, 1)).any())
+    assert 0.22 < squares < 0.38
 
 
 def test_grain_sets_the_backgrounds_noise_and_zero_gives_flat_grey():

@@ -10,6 +10,8 @@ from r2ac.bench.memory import gym_span
 from r2ac.envs import make_vec_env
 from r2ac.envs.gym_env import import_user_module
 
+from example_checks import answer_the_query, share_of_steps_showing
+
 _example = import_user_module("examples.remember_number")
 RememberNumber = _example.RememberNumber
 
@@ -28,21 +30,15 @@ def test_the_flagged_number_then_nothing_then_the_query_pays_only_the_right_comp
     obs, reward, done, _ = venv.step(np.zeros(8, np.int64))  # the query: b with its flag
     assert (obs[:, 2] == 1).all() and (obs[:, 1] == 0).all() and not done.any()
     right = (a > obs[:, 0]).astype(np.int64)
-    answers = np.where(np.arange(8) % 2 == 0, right, 1 - right)  # half of them right
-    _, reward, done, info = venv.step(answers)
-    assert done.all() and list(reward) == [1.0, 0.0] * 4
-    assert list(info["episode_length"]) == [6] * 8
+    answer_the_query(venv, right, 1 - right, episode_length=6)
 
 
 def test_distractor_numbers_appear_unflagged_at_their_rate_and_the_span_is_read_from_an_episode():
-    env = RememberNumber(span=400, distractors=0.3)
-    env.reset(seed=1)
-    shown = 0
-    for _ in range(400):
-        obs, *_ = env.step(0)
+    def unflagged_number(obs):
         assert obs[1] == 0 and obs[2] == 0
-        shown += bool(obs[0])
-    assert 0.22 < shown / 400 < 0.38
+        return obs[0]
+
+    assert 0.22 < share_of_steps_showing(RememberNumber(span=400, distractors=0.3), unflagged_number) < 0.38
     assert gym_span(TASK, {"span": 150}) == 152
 
 

@@ -1,0 +1,19 @@
+"""Checks shared by the tests of the example tasks (examples/): the query step, and the rate of distractors."""
+
+import numpy as np
+
+
+def answer_the_query(venv, right, wrong, episode_length: int) -> None:
+    """Answer the query of an even number of envs, right in the even-numbered ones and wrong in the others: every
+    episode must end there, pay 1 for exactly the right answers, and have lasted ``episode_length`` steps."""
+    n = len(right)
+    _, reward, done, info = venv.step(np.where(np.arange(n) % 2 == 0, right, wrong))
+    assert done.all() and list(reward) == [1.0, 0.0] * (n // 2)
+    assert list(info["episode_length"]) == [episode_length] * n
+
+
+def share_of_steps_showing(env, shows, steps: int = 400) -> float:
+    """The share of ``steps`` steps after a reset (seed 1) whose observation ``shows(obs)`` says holds a distractor
+    (the env's span must be at least ``steps``)."""
+    env.reset(seed=1)
+    return sum(bool(shows(env.step(0)[0])) for _ in range(steps)) / steps
