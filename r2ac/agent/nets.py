@@ -28,6 +28,36 @@ RAW_PIXEL_INPUT_SCALE = 0.1
 WIDE_INPUT_ENTRIES = 256
 #: ``episode_start_value: auto`` for those frames
 RAW_PIXEL_EPISODE_START_VALUE = 10.0
+#: ``frame_pool: auto`` pools raw frames (``stem: none``) down to at most this many pixels per channel: 24 x 24,
+#: the largest frames the defaults were measured on (docs/results.md, "Frames larger than the suite's")
+RAW_FRAME_PIXELS = 576
+
+
+def resolve_frame_pool(frame_pool: int | str, stem: str, observation_shape) -> int:
+    """``model.frame_pool`` as a number: the side of the pixel blocks that raw image frames (``stem: none`` on
+    (C, H, W) observations) are averaged over before they enter the core (1: as they are). ``"auto"``: the
+    smallest that leaves at most :data:`RAW_FRAME_PIXELS` pixels per channel, so frames up to 24 x 24 enter
+    as they are, 48 x 48 by 2, 64 x 64 by 3 and 84 x 84 by 4; 1 for other observations and stems.
+
+    Why: every core input carries an RTRL sensitivity per unit, so an update's cost grows with the pixels: on
+    the 2-core VM quickstart's settings ran 2.8 k agent steps/s on 24 x 24 frames, 0.8 k on 48 x 48 and 0.46 k
+    on 64 x 64 (docs/results.md, "Frames larger than the suite's")."""
+    shape = tuple(int(s) for s in observation_shape)
+    raw_frames = stem == "none" and len(shape) == 3
+    if frame_pool == "auto":
+        if not raw_frames:
+            return 1
+        k = 1
+        while -(-shape[1] // k) * -(-shape[2] // k) > RAW_FRAME_PIXELS:
+            k += 1
+        return k
+    if isinstance(frame_pool, bool) or not isinstance(frame_pool, int) or frame_pool < 1:
+        raise ValueError(f"model.frame_pool must be a whole number >= 1 or 'auto', got {frame_pool!r}")
+    if frame_pool > 1 and not raw_frames:
+        raise ValueError(f"model.frame_pool={frame_pool} averages raw image frames that enter the core with stem "
+                         f"'none'; this network has stem {stem!r} on observations of shape {shape}: set "
+                         "model.frame_pool=1 (or auto)")
+    return frame_pool
 
 
 def _raw_pixels(stem) -> bool:
@@ -146,11 +176,13 @@ class AgentNet(nn.Module):
                  episode_start_value: float | str = "auto", centre_frames: bool | str = "auto",
                  frame_centre: str = "median_feed_mean", frame_spread: bool = False,
                  running_centres: bool | str = False, head_hidden: int = 0, head_input: bool = False,
-                 head_norm: bool = False, centre_basis: str = "channels", centre_observations: bool = False):
+                 head_norm: bool = False, centre_basis: str = "channels", centre_observations: bool = False,
+                 frame_pool: int | str = 1):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
-        self.stem = make_stem(stem, self.observation_shape, list(stem_channels), stem_fc)
+        self.frame_pool = resolve_frame_pool(frame_pool, stem, self.observation_shape)
+        self.stem = make_stem(stem, self.observation_shape, list(stem_channels), stem_fc, pool=self.frame_pool)
         self.reward_input = reward_input
         if prev_action_input not in (True, False, "auto"):
             raise ValueError(f"prev_action_input must be true, false or 'auto', got {prev_action_input!r}")
@@ -230,7 +262,7 @@ class AgentNet(nn.Module):
                    frame_spread=model_cfg.frame_spread, running_centres=model_cfg.running_centres,
                    head_hidden=model_cfg.head_hidden, head_input=model_cfg.head_input,
                    head_norm=model_cfg.head_norm, centre_basis=model_cfg.centre_basis,
-                   centre_observations=model_cfg.centre_observations)
+                   centre_observations=model_cfg.centre_observations, frame_pool=model_cfg.frame_pool)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -281,7 +313,7 @@ class AgentNet(nn.Module):
         ``inputs.lower_median``; the same numbers)."""
         levels = None
         if obs is not None and obs.dtype == torch.uint8 and obs.shape[-3:] == self.observation_shape:
-            levels = obs.reshape(*features.shape)
+            levels = self.stem.frames(obs).reshape(*features.shape)
         pixels, centres = inputs.centre_frame(features, self.frame_channels, self.frame_centre, levels)
         if self.frame_spread:
             centres = torch.cat([centres, inputs.channel_spread(pixels, self.frame_channels)], -1)

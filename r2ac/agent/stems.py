@@ -241,39 +241,69 @@ class IdentityStem(Stem):
     Vector observations (D,): floating input keeps its dtype, integer/bool input is cast to the default
     float dtype. Image observations (C, H, W) are flattened, uint8 pixels scaled by 1/255: the core sees
     the raw pixels (no stem, so no truncated stem gradient — the setting of the memory experiments).
+
+    ``pool`` (images only): each channel first averaged over ``pool`` x ``pool`` blocks of pixels
+    (``pooled``), so (C, H, W) enters as (C, ceil(H / pool), ceil(W / pool)); nothing is learned.
     """
 
-    def __init__(self, in_features: int | Sequence[int]) -> None:
+    def __init__(self, in_features: int | Sequence[int], pool: int = 1) -> None:
         super().__init__()
         self.kind = "none"
         shape = (int(in_features),) if isinstance(in_features, int) else tuple(int(s) for s in in_features)
         self.observation_shape = shape
         self.is_image = len(shape) == 3
+        if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
+            raise ValueError(f"stem 'none': pool must be a whole number >= 1, got {pool!r}")
+        if pool > 1 and not self.is_image:
+            raise ValueError(f"stem 'none': pool {pool} needs image observations (C, H, W), got {shape}; "
+                             "set model.frame_pool=1")
+        self.pool = pool
         self.channels = ()
         self.fc = None
-        n = 1
-        for s_ in shape:
-            n *= s_
-        self.output_size = n
+        self.frame_shape = pooled_shape(shape, pool) if self.is_image else shape
+        self.output_size = math.prod(self.frame_shape)
+
+    def pooled(self, x: Tensor) -> Tensor:
+        """Frames [N, C, H, W] -> [N, C, ceil(H / pool), ceil(W / pool)]: each block's mean (a block cut by
+        the frame's edge: the mean of its part inside). uint8 frames stay uint8 (the mean rounded to the
+        nearest level), so pooled frames are frames as an env could give them; floating ones keep their
+        dtype. The identity with pool 1."""
+        if self.pool == 1:
+            return x
+        y = F.avg_pool2d(x if x.dtype.is_floating_point else x.to(torch.float32), self.pool, ceil_mode=True)
+        return y if x.dtype.is_floating_point else y.round_().to(x.dtype)
+
+    def frames(self, x: Tensor) -> Tensor:
+        """Image observations [*lead, C, H, W] as they enter: ``pooled``, [*lead, *frame_shape]."""
+        x, lead = _split_lead(x, 3, self.observation_shape)
+        return self.pooled(x).reshape(*lead, *self.frame_shape)
 
     def forward(self, x: Tensor) -> Tensor:
         x, lead = _split_lead(x, len(self.observation_shape), self.observation_shape)
         if self.is_image:
+            x = self.pooled(x)
             x = _image_to_float(x, torch.get_default_dtype() if not x.dtype.is_floating_point else x.dtype)
         elif not x.dtype.is_floating_point:
             x = x.to(torch.get_default_dtype())
         return x.reshape(*lead, self.output_size)
 
 
+def pooled_shape(shape: Sequence[int], pool: int) -> tuple[int, ...]:
+    """(C, H, W) averaged over ``pool`` x ``pool`` blocks: (C, ceil(H / pool), ceil(W / pool))."""
+    c, h, w = shape
+    return (int(c), -(-int(h) // pool), -(-int(w) // pool))
+
+
 def make_stem(kind: str, observation_shape: Sequence[int],
-              channels: Sequence[int] | None = None, fc: int | None = 256) -> Stem:
+              channels: Sequence[int] | None = None, fc: int | None = 256, pool: int = 1) -> Stem:
     """Build a stem by name for observations of ``observation_shape`` (without batch dims).
 
     kind "impala" | "shallow": observation_shape = (C, H, W); channels default (16, 32, 32) /
         (16, 32); fc is the width of the final FC layer.
     kind "mlp": observation_shape = (D,); hidden layer sizes are (*channels, fc) (channels default
         ()), so the default is one 256-unit layer.
-    kind "none": observation_shape = (D,); channels and fc are ignored.
+    kind "none": observation_shape = (D,) or (C, H, W); channels and fc are ignored; image frames are
+        averaged over ``pool`` x ``pool`` blocks first (``IdentityStem``).
     The returned module has ``.output_size``; ``make_stem(**stem_metadata(stem))`` rebuilds it.
     """
     shape = tuple(int(s) for s in observation_shape)
@@ -299,7 +329,7 @@ def make_stem(kind: str, observation_shape: Sequence[int],
     if kind == "mlp":
         hidden = tuple(channels or ()) + (() if fc is None else (int(fc),))
         return MLPStem(shape, hidden=hidden)
-    return IdentityStem(shape)
+    return IdentityStem(shape, pool=pool)
 
 
 def stem_metadata(stem: nn.Module) -> dict:

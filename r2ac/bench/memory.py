@@ -460,7 +460,7 @@ BOOKKEEPING_KEYS = ("name", "run_dir", "seed", "total_steps", "learner.lr_schedu
                     "runtime.torch_threads", "runtime.dashboard_host", "ppo", "pipeline")
 #: model keys whose value the network resolves from the observations ("auto"), and the two that only matter
 #: where frames are centred: compared as the network resolves them
-RESOLVED_MODEL_KEYS = ("input_scale", "episode_start_value", "centre_frames", "running_centres")
+RESOLVED_MODEL_KEYS = ("input_scale", "episode_start_value", "centre_frames", "running_centres", "frame_pool")
 CENTRING_KEYS = ("frame_centre", "frame_spread", "centre_basis")
 
 
@@ -482,8 +482,8 @@ def _bookkeeping(key: str) -> bool:
 def _resolved_model(model: Dict, env: Dict) -> Dict:
     """What the network makes of a config's model section on the env's observations: the values of
     ``RESOLVED_MODEL_KEYS`` as it resolves them, and ``CENTRING_KEYS`` where it centres frames."""
-    from r2ac.agent.nets import (resolve_centre_frames, resolve_episode_start_value, resolve_input_scale,
-                                 resolve_running_centres)
+    from r2ac.agent.nets import (resolve_centre_frames, resolve_episode_start_value, resolve_frame_pool,
+                                 resolve_input_scale, resolve_running_centres)
     from r2ac.agent.stems import make_stem
     from r2ac.envs import make_vec_env
 
@@ -492,13 +492,15 @@ def _resolved_model(model: Dict, env: Dict) -> Dict:
         shape = venv.observation_shape
     finally:
         venv.close()
+    pool = resolve_frame_pool(model.get("frame_pool", 1), model.get("stem", "none"), shape)
     stem = make_stem(model.get("stem", "none"), tuple(shape), list(model.get("stem_channels", (16, 32, 32))),
-                     model.get("stem_fc", 256))
+                     model.get("stem_fc", 256), pool=pool)
     centre = resolve_centre_frames(model.get("centre_frames", "auto"), stem)
     out = {"input_scale": resolve_input_scale(model.get("input_scale", "auto"), stem),
            "episode_start_value": resolve_episode_start_value(model.get("episode_start_value", "auto"), stem),
            "centre_frames": centre, "running_centres": resolve_running_centres(model.get("running_centres", "auto"),
-                                                                               centre)}
+                                                                               centre),
+           "frame_pool": pool}
     if centre:
         out.update({k: model.get(k) for k in CENTRING_KEYS})
     return out

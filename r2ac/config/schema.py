@@ -138,6 +138,11 @@ class ModelConfig:
         "with stem 'none' (raw pixels in [0, 1]) and for flat observations of 256 entries or more with stem "
         "'none' (MiniGrid's one-hot view; docs/results.md says why), 1 otherwise; 'auto_pixels': 0.1 for the "
         "image frames only (the rule before 2026-11-27, which runs saved before then read 'auto' as)", gt=0.0)
+    frame_pool: int | Literal["auto"] = _f(
+        "auto", "raw image frames (stem 'none') enter the core averaged over blocks of this many x this many "
+        "pixels per channel (1: as they are); 'auto': the smallest block that leaves at most 576 pixels (24 x 24) "
+        "per channel, so 48 x 48 frames by 2, 64 x 64 by 3, 84 x 84 by 4; 1 for other observations and stems "
+        "(docs/results.md, 'Frames larger than the suite's')", ge=1)
     head_hidden: int = _f(
         0, "width of one tanh layer that the policy and baseline heads share; 0 (the default): linear heads on "
         "the core's output, as the papers", ge=0)

@@ -58,6 +58,10 @@ def build_ppo_net(cfg: Config, venv) -> PPONet:
         raise ValueError("model.centre_observations=true centres the IMPALA/A2C core's raw input; PPO normalises its "
                          "observations itself (ppo.normalize_observations): set model.centre_observations=false with "
                          "algo=ppo")
+    if m.frame_pool not in ("auto", 1):
+        raise ValueError(f"model.frame_pool={m.frame_pool} pools raw image frames entering the IMPALA/A2C core "
+                         "(model.stem=none); PPO's input is the normalised observation, whole: set "
+                         "model.frame_pool=auto or 1 with algo=ppo")
     if m.head_hidden or m.head_input or m.head_norm:
         raise ValueError("model.head_hidden, model.head_input and model.head_norm shape the IMPALA/A2C heads; PPO's "
                          "actor and critic are their own tanh MLPs on the core's output: set model.head_hidden=0, "
