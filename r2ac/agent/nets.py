@@ -313,7 +313,10 @@ class AgentNet(nn.Module):
         ``inputs.lower_median``; the same numbers)."""
         levels = None
         if obs is not None and obs.dtype == torch.uint8 and obs.shape[-3:] == self.observation_shape:
-            levels = self.stem.frames(obs).reshape(*features.shape)
+            # pooled frames: the stem's levels / 255 (``IdentityStem.pooled``), so x 255 gives the levels back
+            # exactly, without pooling the frames a second time
+            levels = (obs.reshape(*features.shape) if self.frame_pool == 1
+                      else features.detach().mul(255).round_().to(torch.uint8))
         pixels, centres = inputs.centre_frame(features, self.frame_channels, self.frame_centre, levels)
         if self.frame_spread:
             centres = torch.cat([centres, inputs.channel_spread(pixels, self.frame_channels)], -1)

@@ -74,6 +74,8 @@ def test_a_pooled_network_centres_the_pooled_frames_and_its_fast_median_is_torch
     obs = torch.randint(0, 256, (3, 2, 3, 64, 64), dtype=torch.uint8)
     feats = net.features(obs)
     assert feats.shape == (3, 2, 3 * 22 * 22)
+    # the levels read back from the features (no second pooling) are the pooled frames' own
+    assert torch.equal(feats.mul(255).round().to(torch.uint8), net.stem.frames(obs).reshape(feats.shape))
     fast, slow = net.frame_stats(feats, obs), net.frame_stats(feats)  # the uint8 levels' median, torch.median
     assert torch.equal(fast[0], slow[0]) and torch.equal(fast[1], slow[1])
     out, state = net({"obs": obs, "reward": torch.zeros(3, 2), "action": torch.zeros(3, 2, dtype=torch.long),
