@@ -1,6 +1,7 @@
 """The learners on a CUDA device (skipped without one): one update on the GPU computes the CPU's loss,
 statistics and gradient (float64, 1e-9 relative), for IMPALA and the A2C reference, RTRL and TBPTT, with the
-raw-frame centring (the median on the GPU is torch's, on the CPU the 8-bit path) and the learner's own
+raw-frame centring (the median on the GPU is torch's, on the CPU the 8-bit path; channel contrasts; frames
+pooled by 2 before the core), centred flat observations, and the learner's own
 sensitivities, the clipped extra passes, the KL-adapted rate and lambda-returns, and the target network of the
 bootstraps (its values and its Polyak step; without one too)."""
 
@@ -25,12 +26,15 @@ CASES = [(Learner, "rtrl", False, {}), (Learner, "tbptt", False, {}), (A2CLearne
          (Learner, "rtrl", False, {"epochs": 3, "kl_target": 1e-3, "vtrace_lambda": 0.9}),
          (A2CLearner, "rtrl", False, {"vtrace_lambda": 0.9, "log_update_kl": "true"}),
          (Learner, "rtrl", False, {"target_tau": 0.0}), (Learner, "rtrl", "median_feed_mean+spread+running",
-                                                         {"target_tau": 0.5})]
+                                                         {"target_tau": 0.5}),
+         (Learner, "rtrl", "median_feed_mean+running+contrasts", {}), (Learner, "rtrl", "observations", {}),
+         (Learner, "rtrl", "median_feed_mean+pool2", {}), (A2CLearner, "rtrl", "median_feed_mean+pool2", {})]
 
 
 @pytest.mark.parametrize("cls, learning, pixels, extra", CASES,
                          ids=["impala-rtrl", "impala-tbptt", "a2c-rtrl", "impala-rtrl-pixels", "learner-sens",
-                              "impala-passes-kl-lambda", "a2c-lambda-kl", "no-target", "pixels-target-0.5"])
+                              "impala-passes-kl-lambda", "a2c-lambda-kl", "no-target", "pixels-target-0.5",
+                              "pixels-contrasts", "centred-observations", "pixels-pooled", "a2c-pixels-pooled"])
 def test_update_on_cuda_equals_the_cpu(cls, learning, pixels, extra, cuda):
     net, venv = _net(learning, pixels=pixels)
     actor = Actor(copy.deepcopy(net), venv, M, seed=3)
