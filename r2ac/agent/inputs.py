@@ -111,6 +111,18 @@ def channel_spread(centred: Tensor, channels: int) -> Tensor:
     return centred.unflatten(-1, (channels, centred.shape[-1] // channels)).abs().mean(-1)
 
 
+def channel_extremes(centred: Tensor, channels: int) -> Tensor:
+    """Centred frames [..., C*H*W] (``centre_frame``'s first output) -> each channel's largest then smallest
+    value over the frame [..., 2C] (the C maxima, then the C minima): where a frame's most extreme pixels lie
+    from its centre, wherever in the frame they are. A small square of colour moves them as much as a large
+    one, where it moves the channel means by its share of the frame."""
+    if centred.shape[-1] % channels:
+        raise ValueError(f"channel_extremes: {centred.shape[-1]} pixel features do not split into {channels} "
+                         "channels")
+    per_channel = centred.unflatten(-1, (channels, centred.shape[-1] // channels))
+    return torch.cat([per_channel.amax(-1), per_channel.amin(-1)], -1)
+
+
 def core_input(features: Tensor, reward: Tensor, prev_action: Tensor, *, reward_input: bool,
                prev_action_input: bool, action_dim: int, discrete: bool = True, reward_clip: float = 0.0,
                keep: Optional[Tensor] = None, first: Optional[Tensor] = None, first_value: float = 1.0) -> Tensor:

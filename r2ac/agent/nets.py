@@ -177,7 +177,7 @@ class AgentNet(nn.Module):
                  frame_centre: str = "median_feed_mean", frame_spread: bool = False,
                  running_centres: bool | str = False, head_hidden: int = 0, head_input: bool = False,
                  head_norm: bool = False, centre_basis: str = "channels", centre_observations: bool = False,
-                 frame_pool: int | str = 1):
+                 frame_pool: int | str = 1, frame_extremes: bool = False):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -206,8 +206,15 @@ class AgentNet(nn.Module):
                              "raw image frames and stem none): the spread is each channel's mean distance from "
                              "its centre; set model.frame_spread=false")
         self.frame_spread = frame_spread
-        centre_inputs = self.frame_channels * (2 if frame_centre == "median_mean" else 1) + (
-            self.frame_channels if frame_spread else 0)
+        if not isinstance(frame_extremes, bool):
+            raise ValueError(f"model.frame_extremes must be true or false, got {frame_extremes!r}")
+        if frame_extremes and not self.centre_frames:
+            raise ValueError("model.frame_extremes=true needs centred frames (model.centre_frames true, or auto with "
+                             "raw image frames and stem none): the extremes are each channel's largest and smallest "
+                             "distance from its centre; set model.frame_extremes=false")
+        self.frame_extremes = frame_extremes
+        centre_inputs = self.frame_channels * ((2 if frame_centre == "median_mean" else 1) + (
+            1 if frame_spread else 0) + (2 if frame_extremes else 0))
         self.running_centres = resolve_running_centres(running_centres, self.centre_frames)
         if centre_basis not in CENTRE_BASES:
             raise ValueError(f"model.centre_basis must be one of {', '.join(CENTRE_BASES)}, got {centre_basis!r}")
@@ -262,7 +269,8 @@ class AgentNet(nn.Module):
                    frame_spread=model_cfg.frame_spread, running_centres=model_cfg.running_centres,
                    head_hidden=model_cfg.head_hidden, head_input=model_cfg.head_input,
                    head_norm=model_cfg.head_norm, centre_basis=model_cfg.centre_basis,
-                   centre_observations=model_cfg.centre_observations, frame_pool=model_cfg.frame_pool)
+                   centre_observations=model_cfg.centre_observations, frame_pool=model_cfg.frame_pool,
+                   frame_extremes=model_cfg.frame_extremes)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -289,7 +297,8 @@ class AgentNet(nn.Module):
         with ``centre_frames``, each channel of the raw frame minus its median or mean (``frame_centre``)
         over the frame (times ``input_scale``), then the C (or 2C) channel centres, unscaled
         (``inputs.centre_frame``), then with ``frame_spread`` the C channel spreads, unscaled
-        (``inputs.channel_spread``); with ``running_centres`` the centres and spreads minus their running mean
+        (``inputs.channel_spread``), then with ``frame_extremes`` the C channel maxima and C minima, unscaled
+        (``inputs.channel_extremes``); with ``running_centres`` the centres and spreads minus their running mean
         (``observe_frames``); with ``centre_basis: contrasts`` each group of C of them re-coded in the
         orthonormal basis of ``inputs.helmert_basis``. With ``centre_observations`` (flat observations, stem
         none) the observation minus its running mean (``observe_frames``), times ``input_scale``.
@@ -320,6 +329,8 @@ class AgentNet(nn.Module):
         pixels, centres = inputs.centre_frame(features, self.frame_channels, self.frame_centre, levels)
         if self.frame_spread:
             centres = torch.cat([centres, inputs.channel_spread(pixels, self.frame_channels)], -1)
+        if self.frame_extremes:
+            centres = torch.cat([centres, inputs.channel_extremes(pixels, self.frame_channels)], -1)
         return pixels, centres
 
     @torch.no_grad()

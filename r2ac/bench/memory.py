@@ -461,7 +461,7 @@ BOOKKEEPING_KEYS = ("name", "run_dir", "seed", "total_steps", "learner.lr_schedu
 #: model keys whose value the network resolves from the observations ("auto"), and the two that only matter
 #: where frames are centred: compared as the network resolves them
 RESOLVED_MODEL_KEYS = ("input_scale", "episode_start_value", "centre_frames", "running_centres", "frame_pool")
-CENTRING_KEYS = ("frame_centre", "frame_spread", "centre_basis")
+CENTRING_KEYS = ("frame_centre", "frame_spread", "frame_extremes", "centre_basis")
 
 
 def _flat(d: Dict, prefix: str = "") -> Dict:

@@ -114,6 +114,10 @@ class ModelConfig:
     frame_spread: bool = _f(
         False, "with centre_frames, C more inputs: each channel's mean absolute distance from its centre over "
         "the frame (its contrast: 0 on a uniform frame, about 0.25 on uniform noise), unscaled")
+    frame_extremes: bool = _f(
+        False, "with centre_frames, 2C more inputs after the centres (and spreads): each channel's largest, then "
+        "smallest, distance from its centre over the frame, unscaled. A small object moves them by its colour "
+        "wherever it is, where it moves a channel's mean only by its share of the frame")
     centre_basis: Literal["channels", "contrasts"] = _f(
         "contrasts", "the basis in which the channel centres (and spreads) that centre_frames feeds enter the "
         "core: 'channels', one input per channel; 'contrasts', an orthonormal re-coding of each group of C: "
