@@ -460,8 +460,9 @@ BOOKKEEPING_KEYS = ("name", "run_dir", "seed", "total_steps", "learner.lr_schedu
                     "runtime.torch_threads", "runtime.dashboard_host", "ppo", "pipeline")
 #: model keys whose value the network resolves from the observations ("auto"), and the two that only matter
 #: where frames are centred: compared as the network resolves them
-RESOLVED_MODEL_KEYS = ("input_scale", "episode_start_value", "centre_frames", "running_centres", "frame_pool")
-CENTRING_KEYS = ("frame_centre", "frame_spread", "frame_extremes", "centre_basis")
+RESOLVED_MODEL_KEYS = ("input_scale", "episode_start_value", "centre_frames", "running_centres", "frame_pool",
+                       "frame_extremes")
+CENTRING_KEYS = ("frame_centre", "frame_spread", "centre_basis")
 
 
 def _flat(d: Dict, prefix: str = "") -> Dict:
@@ -482,8 +483,8 @@ def _bookkeeping(key: str) -> bool:
 def _resolved_model(model: Dict, env: Dict) -> Dict:
     """What the network makes of a config's model section on the env's observations: the values of
     ``RESOLVED_MODEL_KEYS`` as it resolves them, and ``CENTRING_KEYS`` where it centres frames."""
-    from r2ac.agent.nets import (resolve_centre_frames, resolve_episode_start_value, resolve_frame_pool,
-                                 resolve_input_scale, resolve_running_centres)
+    from r2ac.agent.nets import (resolve_centre_frames, resolve_episode_start_value, resolve_frame_extremes,
+                                 resolve_frame_pool, resolve_input_scale, resolve_running_centres)
     from r2ac.agent.stems import make_stem
     from r2ac.envs import make_vec_env
 
@@ -500,7 +501,7 @@ def _resolved_model(model: Dict, env: Dict) -> Dict:
            "episode_start_value": resolve_episode_start_value(model.get("episode_start_value", "auto"), stem),
            "centre_frames": centre, "running_centres": resolve_running_centres(model.get("running_centres", "auto"),
                                                                                centre),
-           "frame_pool": pool}
+           "frame_pool": pool, "frame_extremes": resolve_frame_extremes(model.get("frame_extremes", False), centre)}
     if centre:
         out.update({k: model.get(k) for k in CENTRING_KEYS})
     return out

@@ -114,10 +114,12 @@ class ModelConfig:
     frame_spread: bool = _f(
         False, "with centre_frames, C more inputs: each channel's mean absolute distance from its centre over "
         "the frame (its contrast: 0 on a uniform frame, about 0.25 on uniform noise), unscaled")
-    frame_extremes: bool = _f(
-        False, "with centre_frames, 2C more inputs after the centres (and spreads): each channel's largest, then "
-        "smallest, distance from its centre over the frame, unscaled. A small object moves them by its colour "
-        "wherever it is, where it moves a channel's mean only by its share of the frame")
+    frame_extremes: bool | Literal["auto"] = _f(
+        "auto", "2C more inputs after the channel centres (and spreads): each channel's largest, then smallest, "
+        "value of the centred frame, unscaled. A small object moves them by its colour wherever it is, where it "
+        "moves a channel's mean only by its share of the frame. 'auto' (the default since 2026-11-30): on "
+        "wherever frames are centred (centre_frames); true without centred frames is an error (docs/results.md, "
+        "'A small square on a large frame')")
     centre_basis: Literal["channels", "contrasts"] = _f(
         "contrasts", "the basis in which the channel centres (and spreads) that centre_frames feeds enter the "
         "core: 'channels', one input per channel; 'contrasts', an orthonormal re-coding of each group of C: "

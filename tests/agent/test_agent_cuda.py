@@ -1,7 +1,7 @@
 """The learners on a CUDA device (skipped without one): one update on the GPU computes the CPU's loss,
 statistics and gradient (float64, 1e-9 relative), for IMPALA and the A2C reference, RTRL and TBPTT, with the
 raw-frame centring (the median on the GPU is torch's, on the CPU the 8-bit path; channel contrasts; frames
-pooled by 2 before the core), centred flat observations, and the learner's own
+pooled by 2 before the core; each channel's extremes), centred flat observations, and the learner's own
 sensitivities, the clipped extra passes, the KL-adapted rate and lambda-returns, and the target network of the
 bootstraps (its values and its Polyak step; without one too)."""
 
@@ -28,13 +28,15 @@ CASES = [(Learner, "rtrl", False, {}), (Learner, "tbptt", False, {}), (A2CLearne
          (Learner, "rtrl", False, {"target_tau": 0.0}), (Learner, "rtrl", "median_feed_mean+spread+running",
                                                          {"target_tau": 0.5}),
          (Learner, "rtrl", "median_feed_mean+running+contrasts", {}), (Learner, "rtrl", "observations", {}),
-         (Learner, "rtrl", "median_feed_mean+pool2", {}), (A2CLearner, "rtrl", "median_feed_mean+pool2", {})]
+         (Learner, "rtrl", "median_feed_mean+pool2", {}), (A2CLearner, "rtrl", "median_feed_mean+pool2", {}),
+         (Learner, "rtrl", "median_feed_mean+running+contrasts+pool2+extremes", {})]
 
 
 @pytest.mark.parametrize("cls, learning, pixels, extra", CASES,
                          ids=["impala-rtrl", "impala-tbptt", "a2c-rtrl", "impala-rtrl-pixels", "learner-sens",
                               "impala-passes-kl-lambda", "a2c-lambda-kl", "no-target", "pixels-target-0.5",
-                              "pixels-contrasts", "centred-observations", "pixels-pooled", "a2c-pixels-pooled"])
+                              "pixels-contrasts", "centred-observations", "pixels-pooled", "a2c-pixels-pooled",
+                              "pixels-extremes"])
 def test_update_on_cuda_equals_the_cpu(cls, learning, pixels, extra, cuda):
     net, venv = _net(learning, pixels=pixels)
     actor = Actor(copy.deepcopy(net), venv, M, seed=3)

@@ -80,12 +80,12 @@ def test_with_running_centres_and_contrasts_the_extremes_are_centred_and_rotated
 def test_frame_extremes_need_centred_frames_and_load_from_configs():
     cfg = load_config("configs/quickstart.yaml", ["model.frame_extremes=true"])
     assert AgentNet.from_config(cfg.model, (3, 4, 4), 3).frame_extremes
-    assert load_config("configs/quickstart.yaml").model.frame_extremes is False
+    assert load_config("configs/quickstart.yaml").model.frame_extremes == "auto"
     with pytest.raises(ValueError, match="model.frame_extremes=true needs centred frames"):
         AgentNet((3, 4, 4), 3, stem="none", centre_frames=False, frame_extremes=True)
     with pytest.raises(ValueError, match="model.frame_extremes=true needs centred frames"):
         AgentNet((5,), 3, stem="none", frame_extremes=True)
-    with pytest.raises(ValueError, match="model.frame_extremes must be true or false"):
+    with pytest.raises(ValueError, match="model.frame_extremes must be true, false or 'auto'"):
         AgentNet((3, 4, 4), 3, stem="none", frame_extremes="yes")
     with pytest.raises(ConfigError, match=r"model\.frame_extremes"):
         load_config("configs/quickstart.yaml", ["model.frame_extremes=sometimes"])
@@ -94,10 +94,22 @@ def test_frame_extremes_need_centred_frames_and_load_from_configs():
     assert config_from_dict(upgrade_resolved(old)).model.frame_extremes is False
 
 
+def test_auto_feeds_the_extremes_where_frames_are_centred_and_nowhere_else():
+    assert AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, frame_extremes="auto").frame_extremes
+    assert not AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, centre_frames=False,
+                        frame_extremes="auto").frame_extremes
+    assert not AgentNet((5,), 3, stem="none", hidden_size=4, frame_extremes="auto").frame_extremes
+    assert not AgentNet((3, 16, 16), 3, stem="impala", stem_channels=[4], stem_fc=8, hidden_size=4,
+                        frame_extremes="auto").frame_extremes
+    assert AgentNet.from_config(load_config("configs/quickstart.yaml").model, (3, 4, 4), 3).frame_extremes
+    assert not AgentNet.from_config(load_config("configs/quickstart.yaml").model, (5,), 3).frame_extremes
+
+
 def test_ppo_refuses_frame_extremes():
     from r2ac.envs import make_vec_env
     from r2ac.runtime.ppo import build_ppo_net
 
     venv = make_vec_env("tmaze", 2, 0)
-    with pytest.raises(ValueError, match="model.frame_extremes to false with algo=ppo"):
+    with pytest.raises(ValueError, match="model.frame_extremes to auto or false"):
         build_ppo_net(load_config("ppo/base.yaml", ["env.id=tmaze", "model.frame_extremes=true"]), venv)
+    assert build_ppo_net(load_config("ppo/base.yaml", ["env.id=tmaze", "model.frame_extremes=auto"]), venv) is not None
