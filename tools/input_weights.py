@@ -37,9 +37,10 @@ def input_kinds(net) -> list[tuple[str, int, int]]:
     """(kind, first column, end column) of the core input's parts, in the order the network concatenates
     them (``AgentNet.scaled_features`` then ``inputs.core_input``)."""
     kinds, at = [], 0
-    centres = net.feature_size - net.stem.output_size
+    extremes = 2 * net.frame_channels if getattr(net, "frame_extremes", False) else 0
+    centres = net.feature_size - net.stem.output_size - extremes
     for kind, width in (("features" if not net.centre_frames else "centred pixels", net.stem.output_size),
-                        ("frame centres", centres), ("reward", int(net.reward_input)),
+                        ("frame centres", centres), ("frame extremes", extremes), ("reward", int(net.reward_input)),
                         ("action", net.num_actions if net.prev_action_input else 0),
                         ("episode start", int(net.episode_start_input))):
         if width:
