@@ -829,20 +829,27 @@ def test_frame_spread_feeds_each_channels_contrast_after_the_centres():
     out, _ = net({"obs": obs, "reward": torch.zeros(2, 3), "action": torch.zeros(2, 3, dtype=torch.int64),
                   "done": torch.zeros(2, 3, dtype=torch.bool)}, net.initial_state(3))
     assert out["policy_logits"].shape == (2, 3, 3)
-    cfg = load_config("configs/quickstart.yaml", ["model.frame_spread=true"])
-    assert AgentNet.from_config(cfg.model, (3, 4, 4), 3).frame_spread
     assert load_config("configs/quickstart.yaml").model.frame_spread is False
-    with pytest.raises(ValueError, match="model.frame_spread=true needs centred frames"):
-        AgentNet((3, 4, 4), 3, stem="none", centre_frames=False, frame_spread=True)
-    with pytest.raises(ValueError, match="model.frame_spread=true needs centred frames"):
-        AgentNet((5,), 3, stem="none", frame_spread=True)
-    with pytest.raises(ValueError, match="model.frame_spread must be true or false"):
-        AgentNet((3, 4, 4), 3, stem="none", frame_spread="yes")
-    with pytest.raises(ConfigError, match=r"model\.frame_spread"):
-        load_config("configs/quickstart.yaml", ["model.frame_spread=sometimes"])
-    old = config_to_dict(load_config("configs/quickstart.yaml", ["model.frame_spread=true"]))
-    del old["model"]["frame_spread"]
-    assert config_from_dict(upgrade_resolved(old)).model.frame_spread is False
+    check_centred_frame_flag("frame_spread", "true or false")
+
+
+def check_centred_frame_flag(key: str, allowed: str) -> None:
+    """A ``model.<key>`` flag that needs centred frames: ``true`` from a config reaches the network; ``true``
+    without centred frames (a flag off, or flat observations), a value outside ``allowed`` and a bad override
+    are clear errors; a run saved before the key existed reads it as false."""
+    cfg = load_config("configs/quickstart.yaml", [f"model.{key}=true"])
+    assert getattr(AgentNet.from_config(cfg.model, (3, 4, 4), 3), key) is True
+    with pytest.raises(ValueError, match=f"model.{key}=true needs centred frames"):
+        AgentNet((3, 4, 4), 3, stem="none", centre_frames=False, **{key: True})
+    with pytest.raises(ValueError, match=f"model.{key}=true needs centred frames"):
+        AgentNet((5,), 3, stem="none", **{key: True})
+    with pytest.raises(ValueError, match=f"model.{key} must be {allowed}"):
+        AgentNet((3, 4, 4), 3, stem="none", **{key: "yes"})
+    with pytest.raises(ConfigError, match=rf"model\.{key}"):
+        load_config("configs/quickstart.yaml", [f"model.{key}=sometimes"])
+    old = config_to_dict(cfg)
+    del old["model"][key]
+    assert getattr(config_from_dict(upgrade_resolved(old)).model, key) is False
 
 
 def test_centre_observations_subtract_the_mean_of_every_observation_trained_on():

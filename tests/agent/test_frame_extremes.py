@@ -6,7 +6,9 @@ import torch
 
 from r2ac.agent.inputs import centre_frame, channel_extremes, channel_spread, helmert_basis
 from r2ac.agent.nets import RAW_PIXEL_INPUT_SCALE, AgentNet
-from r2ac.config import ConfigError, config_from_dict, config_to_dict, load_config, upgrade_resolved
+from r2ac.config import load_config
+
+from test_agent import check_centred_frame_flag
 
 
 def _frame(y: int, x: int, size: int = 16, colour=(220, 40, 40), patch: int = 3) -> torch.Tensor:
@@ -78,20 +80,8 @@ def test_with_running_centres_and_contrasts_the_extremes_are_centred_and_rotated
 
 
 def test_frame_extremes_need_centred_frames_and_load_from_configs():
-    cfg = load_config("configs/quickstart.yaml", ["model.frame_extremes=true"])
-    assert AgentNet.from_config(cfg.model, (3, 4, 4), 3).frame_extremes
     assert load_config("configs/quickstart.yaml").model.frame_extremes == "auto"
-    with pytest.raises(ValueError, match="model.frame_extremes=true needs centred frames"):
-        AgentNet((3, 4, 4), 3, stem="none", centre_frames=False, frame_extremes=True)
-    with pytest.raises(ValueError, match="model.frame_extremes=true needs centred frames"):
-        AgentNet((5,), 3, stem="none", frame_extremes=True)
-    with pytest.raises(ValueError, match="model.frame_extremes must be true, false or 'auto'"):
-        AgentNet((3, 4, 4), 3, stem="none", frame_extremes="yes")
-    with pytest.raises(ConfigError, match=r"model\.frame_extremes"):
-        load_config("configs/quickstart.yaml", ["model.frame_extremes=sometimes"])
-    old = config_to_dict(cfg)
-    del old["model"]["frame_extremes"]
-    assert config_from_dict(upgrade_resolved(old)).model.frame_extremes is False
+    check_centred_frame_flag("frame_extremes", "true, false or 'auto'")
 
 
 def test_auto_feeds_the_extremes_where_frames_are_centred_and_nowhere_else():
