@@ -10,9 +10,12 @@ blob was: the action taken there ends the episode and pays 1 if it names the blo
 1 top right, 2 bottom left, 3 bottom right), 0 otherwise; actions elsewhere do nothing. The blob looks the
 same in every quadrant, so only where it lit up tells the answer.
 
-Written after ``colour_patch.py`` to test r2ac's defaults on a task none of them was chosen on:
+Written after ``colour_patch.py`` to test r2ac's defaults on a task none of them was chosen on. It takes
+1.5-1.7 M agent steps at span 150 (docs/results.md, "Two more tasks of a user's own"), more than quickstart's
+1 M-step budget, so give it one:
 
-    r2ac train configs/quickstart.yaml env.id=gym:examples.where_was_it:WhereWasIt "env.options={span: 150}"
+    r2ac train configs/quickstart.yaml env.id=gym:examples.where_was_it:WhereWasIt "env.options={span: 150}" \
+        total_steps=4000000
     r2ac bench memory --tasks gym:examples.where_was_it:WhereWasIt --seeds 0,1,2 --minutes 10 --steps 0 \
         --out results/user_task/where150 env.options.span=150
 
