@@ -2,7 +2,7 @@
 
     import r2ac
     policy = r2ac.load("runs/quickstart")                 # newest checkpoint; checkpoint=STEP for another
-    env = r2ac.envs.make_vec_env(policy.config.env.id, 4, seed=0, **policy.config.env.options)
+    env = r2ac.envs.make_config_env(policy.config.env, 4, seed=0)
     obs, state = env.reset(), policy.initial_state(4)
     reward = done = None
     while True:
@@ -162,9 +162,9 @@ def policy_from_checkpoint(ckpt: dict, cfg: Optional[Config] = None, *, greedy: 
     if cfg.algo == "ppo":
         raise ConfigError(f"{where} is an algo=ppo run; r2ac.load and r2ac eval serve IMPALA/A2C agents")
     if observation_shape is None or num_actions is None:
-        from r2ac.envs import make_vec_env
+        from r2ac.envs import make_config_env
 
-        venv = make_vec_env(cfg.env.id, 1, cfg.seed, **dict(cfg.env.options))
+        venv = make_config_env(cfg.env, 1, cfg.seed)
         observation_shape, num_actions = venv.observation_shape, venv.num_actions
         venv.close()
     net = build_net(cfg, observation_shape, num_actions, load_stem=False)

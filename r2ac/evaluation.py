@@ -213,12 +213,12 @@ def evaluate_policy(policy, cfg, *, sets: int, episodes: int, seed: int, greedy:
                     num_envs: Optional[int] = None, video: Optional[str] = None) -> Dict[str, Any]:
     """k = ``sets`` sets of n = ``episodes`` episodes (as in the paper: mean of the set means, std over
     sets) on fresh envs of ``cfg`` seeded with ``seed``."""
-    from r2ac.envs import make_vec_env
+    from r2ac.envs import make_config_env
 
     if sets < 1 or episodes < 1:
         raise ValueError(f"need at least one set of one episode, got sets={sets}, episodes={episodes}")
     n_envs = num_envs or cfg.eval.num_envs or cfg.env.num_envs
-    venv = make_vec_env(cfg.env.id, n_envs, seed, **dict(cfg.env.options))
+    venv = make_config_env(cfg.env, n_envs, seed)
     try:
         out = play(policy, venv, sets * episodes, greedy=greedy, record=video)
     finally:
@@ -379,7 +379,7 @@ def evaluate_checkpoint(path: str, sets: Optional[int] = None, episodes: Optiona
     import torch
 
     from r2ac.config import ConfigError
-    from r2ac.envs import make_vec_env
+    from r2ac.envs import make_config_env
     from r2ac.runtime import build_net, set_fast_math
 
     cfg, ckpt = load_for_eval(path)
@@ -391,7 +391,7 @@ def evaluate_checkpoint(path: str, sets: Optional[int] = None, episodes: Optiona
     episodes = cfg.eval.episodes if episodes is None else episodes
     if sets < 1 or episodes < 1:
         raise ValueError(f"need at least one set of one episode, got sets={sets}, episodes={episodes}")
-    venv = make_vec_env(cfg.env.id, num_envs or cfg.env.num_envs, seed, **dict(cfg.env.options))
+    venv = make_config_env(cfg.env, num_envs or cfg.env.num_envs, seed)
     net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
     net.load_state_dict(ckpt["model"])
     with torch.no_grad():

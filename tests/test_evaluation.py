@@ -166,11 +166,11 @@ def test_load_returns_a_policy_that_acts(trained):
     import numpy as np
 
     import r2ac
-    from r2ac.envs import make_vec_env
+    from r2ac.envs import make_config_env
 
     policy = r2ac.load(str(trained), greedy=True)
     assert policy.num_actions > 1 and policy.step >= 1200
-    venv = make_vec_env(policy.config.env.id, 3, 0, **policy.config.env.options)
+    venv = make_config_env(policy.config.env, 3, 0)
     obs, state, reward, done = venv.reset(), policy.initial_state(3), None, None
     finished = 0
     for _ in range(40):

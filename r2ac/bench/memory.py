@@ -486,9 +486,9 @@ def _resolved_model(model: Dict, env: Dict) -> Dict:
     from r2ac.agent.nets import (resolve_centre_frames, resolve_episode_start_value, resolve_frame_extremes,
                                  resolve_frame_pool, resolve_input_scale, resolve_running_centres)
     from r2ac.agent.stems import make_stem
-    from r2ac.envs import make_vec_env
+    from r2ac.envs import make_config_env
 
-    venv = make_vec_env(env["id"], 1, 0, **dict(env.get("options") or {}))
+    venv = make_config_env(env, 1, 0)
     try:
         shape = venv.observation_shape
     finally:

@@ -182,10 +182,10 @@ def bench_env_system(env: str, out: str, seconds: float, actors: Sequence[int], 
 
 def export_fresh_stem(cfg, path: str) -> str:
     from r2ac.agent.stem_io import export_stem
-    from r2ac.envs import make_vec_env
+    from r2ac.envs import make_config_env
     from r2ac.runtime import build_net
 
-    venv = make_vec_env(cfg.env.id, 1, 0, **dict(cfg.env.options))
+    venv = make_config_env(cfg.env, 1, 0)
     net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
     venv.close()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -79,6 +79,11 @@ class EnvConfig:
         True, "training actors start each env's first episode at a random step of its course (VecEnv.desync: "
         "the built-in tasks and gym: envs; other kinds keep their reset), so the envs of a batch do not all "
         "reach the rewarded step in the same update (docs/results.md, 'Envs out of step')")
+    frame_stack: int = _f(
+        1, "each observation is the env's last frame_stack observations stacked on the first axis: frames "
+        "(C, H, W) -> (frame_stack*C, H, W), oldest first; vectors (D,) -> (frame_stack*D,); zeros before an "
+        "episode's first (r2ac.envs.stack). 1: off. For tasks whose answer is a motion (docs/results.md, 'Which "
+        "way a ball moved'); Atari stacks its own frames (env.options.frame_stack)", gt=0)
 
 
 @dataclass

@@ -40,15 +40,18 @@ from r2ac.envs.minigrid_env import MiniGridVecEnv
 from r2ac.envs.memory import TMazeEnv, TMazeVecEnv, WatermazeEnv, WatermazeVecEnv
 from r2ac.envs.procgen_env import ProcgenVecEnv
 from r2ac.envs.recall import CopyVecEnv, CueVecEnv, KeyDoorVecEnv
+from r2ac.envs.stack import FrameStackVecEnv, stack_frames
 
 __all__ = [
     "ENV_KINDS",
     "POMDP_KINDS",
     "EpisodeTracker",
+    "FrameStackVecEnv",
     "TMazeEnv",
     "VecEnv",
     "WatermazeEnv",
     "env_options",
+    "make_config_env",
     "make_vec_env",
     "needs_prev_action",
     "parse_env_id",
@@ -157,6 +160,23 @@ def make_vec_env(env_id: str, num_envs: int, seed: int, **options: Any) -> VecEn
     if name is None:
         return cls(int(num_envs), int(seed), **options)
     return cls(name, int(num_envs), int(seed), **options)
+
+
+def make_config_env(env: Any, num_envs: int, seed: int) -> VecEnv:
+    """The vector env a config's ``env`` section describes (an ``EnvConfig`` or its dict): ``make_vec_env`` of
+    its ``id`` and ``options``, each observation stacked with the ones before it where ``frame_stack`` > 1
+    (``r2ac.envs.stack``)."""
+    get = env.get if isinstance(env, dict) else (lambda key, default=None: getattr(env, key, default))
+    env_id, options, k = get("id"), dict(get("options") or {}), get("frame_stack", 1)
+    if k != 1 and parse_env_id(env_id)[0] == "atari":
+        raise ValueError(f"env.frame_stack={k!r} with {env_id!r}: Atari stacks its own frames "
+                         "(env.options.frame_stack, 4 by default); leave env.frame_stack at 1")
+    venv = make_vec_env(env_id, num_envs, seed, **options)
+    try:
+        return stack_frames(venv, k)
+    except ValueError:
+        venv.close()
+        raise
 
 
 def _register_gymnasium_envs() -> None:

@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from r2ac.config import load_config
-from r2ac.envs import make_vec_env
+from r2ac.envs import make_config_env, make_vec_env
 from r2ac.experiments.common import read_curve, write_results_md
 from r2ac.evaluation import EpisodeQuota
 from r2ac.evaluation import evaluate_checkpoint, play_episodes
@@ -46,7 +46,7 @@ def untrained_policy_returns(cfg, episodes: int, seed: int = 999):
 
     from r2ac.runtime import build_net
 
-    venv = make_vec_env(cfg.env.id, cfg.env.num_envs, seed, **dict(cfg.env.options))
+    venv = make_config_env(cfg.env, cfg.env.num_envs, seed)
     torch.manual_seed(cfg.seed)
     net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
     return play_episodes(net, venv, episodes, seed)

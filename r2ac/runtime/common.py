@@ -25,7 +25,7 @@ from r2ac.agent.nets import AgentNet
 from r2ac.agent.stem_io import StemFileError, load_pretrained_stem
 from r2ac.agent.trajectory import Batcher, nbytes, num_columns, validate
 from r2ac.config import Config, ConfigError
-from r2ac.envs import make_vec_env, needs_prev_action
+from r2ac.envs import make_config_env, needs_prev_action
 from r2ac.logger import RunLogger
 from r2ac.runtime.session import RunAborted, RunSession, env_seed, resolve_device
 
@@ -36,7 +36,7 @@ COUNTERS = ("step", "updates", "episodes", "trajectories", "rejected_trajectorie
 
 def make_env(cfg: Config, index: int):
     """The envs of actor ``index`` (seeded by :func:`r2ac.runtime.session.env_seed`)."""
-    return make_vec_env(cfg.env.id, cfg.env.num_envs, env_seed(cfg, index), **dict(cfg.env.options))
+    return make_config_env(cfg.env, cfg.env.num_envs, env_seed(cfg, index))
 
 
 def resolve_model(cfg: Config):

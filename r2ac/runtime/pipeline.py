@@ -61,14 +61,14 @@ def run_training(cfg: Config, resume: bool = False, address: Optional[str] = Non
 def export_run_stem(run_dir: str, cfg: Config, summary: Dict) -> str:
     """Export the stem of a run's newest checkpoint to ``<run_dir>/stem.safetensors``."""
     from r2ac.checkpoint import load_latest_checkpoint
-    from r2ac.envs import make_vec_env
+    from r2ac.envs import make_config_env
     from r2ac.agent.stem_io import export_stem
     from r2ac.runtime.common import build_net
 
     ckpt = load_latest_checkpoint(run_dir)
     if ckpt is None:
         raise FileNotFoundError(f"{run_dir} has no checkpoint to export a stem from")
-    venv = make_vec_env(cfg.env.id, 1, cfg.seed, **dict(cfg.env.options))
+    venv = make_config_env(cfg.env, 1, cfg.seed)
     net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
     venv.close()
     net.load_state_dict(ckpt["model"])

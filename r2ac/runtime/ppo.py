@@ -25,7 +25,7 @@ import torch
 from r2ac.agent.inputs import core_input_size
 from r2ac.agent.ppo import PPOLearner, PPONet, RolloutCollector, action_spec, trace_memory
 from r2ac.config import Config
-from r2ac.envs import make_vec_env
+from r2ac.envs import make_config_env
 from r2ac.runtime.common import resolve_model
 from r2ac.runtime.session import RunSession, create_run_dir, env_seed, prepare_run, resolve_device
 
@@ -174,7 +174,7 @@ def train_ppo(cfg: Config, resume: bool = False, *, time_limit_s: Optional[float
               progress_bar: Optional[bool] = None) -> Dict:
     """Train the PPO agent as configured (``cfg.algo == "ppo"``); returns (and writes) the summary."""
     ckpt = prepare_run(cfg, resume)
-    venv = make_vec_env(cfg.env.id, cfg.env.num_envs, env_seed(cfg, 0), **dict(cfg.env.options))
+    venv = make_config_env(cfg.env, cfg.env.num_envs, env_seed(cfg, 0))
     try:
         session = PPOSession(cfg, ckpt, venv, time_limit_s=time_limit_s, progress_bar=progress_bar)
 
