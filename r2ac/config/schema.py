@@ -209,9 +209,10 @@ class LearnerConfig:
     adam_eps: float = _f(1e-8, "Adam epsilon (optimizer=adam)", gt=0.0)
     adam_beta2: float = _f(0.999, "Adam's second-moment decay (optimizer=adam): its running mean of squared "
                                   "gradients spans about 1 / (1 - adam_beta2) updates", gt=0.0, lt=1.0)
-    adam_amsgrad: bool = _f(False, "AMSGrad (Reddi et al. 2018): Adam divides by the largest second-moment estimate "
-                                   "so far, so once gradients shrink (a solved task) its steps shrink with them "
-                                   "(optimizer=adam)")
+    adam_amsgrad: bool = _f(True, "AMSGrad (Reddi et al. 2018): Adam divides by the largest second-moment estimate "
+                                  "so far, so once gradients shrink (a solved task) its steps shrink with them, where "
+                                  "plain Adam's (false) return to about the learning rate and a solved policy can fall "
+                                  "back (optimizer=adam; docs/results.md, 'AMSGrad by default')")
     clip_rho_threshold: float = _f(1.0, "V-trace rho-bar for the value targets (0 = no clipping)", ge=0.0)
     normalize_advantages: bool = _f(False, "scale policy-gradient advantages to zero mean, unit std per batch")
     clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar of the policy-gradient advantage (0 = no clipping)", ge=0.0)
