@@ -11,7 +11,9 @@ the episode and pays 1 if it names the direction, 0 otherwise; actions elsewhere
 Written after ``where_was_it.py`` to test r2ac's defaults on a task none of them was chosen on. At span 150
 quickstart's settings learned it slowly: no seed of three reached 0.9 in 8 minutes (4 M agent steps); given 20
 minutes, seeds 0 and 1 did, at 6.5 and 5.8 M, and seed 2 had 0.76; at span 5 it took 0.44 M (docs/results.md,
-"Two more tasks of a user's own"). So give it a long budget:
+"Two more tasks of a user's own"). Two frames in one observation (``env.frame_stack=2``) took the runs from
+chance in about half the agent steps but at 2.5x the cost of a step on 2 cores ("Which way a ball moved: two
+frames in one observation"). So give it a long budget:
 
     r2ac train configs/quickstart.yaml env.id=gym:examples.which_way:WhichWay "env.options={span: 150}" \
         total_steps=10000000
