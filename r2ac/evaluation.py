@@ -98,11 +98,14 @@ def summarize_episode_infos(infos: List[Dict[str, float]]) -> Dict[str, Dict[str
     return out
 
 
-def _frame(obs: np.ndarray) -> Optional[np.ndarray]:
-    """An RGB (H, W, 3) uint8 picture of one observation, or None for non-image observations."""
+def _frame(obs: np.ndarray, stacked: int = 1) -> Optional[np.ndarray]:
+    """An RGB (H, W, 3) uint8 picture of one observation, or None for non-image observations. ``stacked``:
+    the observation is that many frames on its channels (``env.frame_stack``); the picture is the newest."""
     o = np.asarray(obs)
     if o.dtype != np.uint8 or o.ndim != 3:
         return None
+    if stacked > 1:
+        o = o[-(o.shape[0] // stacked):]
     c = o.shape[0]
     if c == 3:
         img = o.transpose(1, 2, 0)
@@ -190,7 +193,7 @@ def play(policy, venv, episodes: int, *, greedy: bool = False, record: Optional[
     steps = 0
     while not quota.full():
         if frames is not None:
-            f = _frame(obs[0])
+            f = _frame(obs[0], getattr(venv, "stacked_frames", 1))
             if f is None:
                 frames = None
                 record = None

@@ -36,7 +36,7 @@ class FrameStackVecEnv(VecEnv):
                              "image frames (C, H, W) on their channels and vectors (D,) end to end. Set "
                              "env.frame_stack=1")
         self.venv = venv
-        self.k = int(k)
+        self.k = self.stacked_frames = int(k)  # stacked_frames: a video of these observations shows the newest
         self.num_envs = venv.num_envs
         self.num_actions = venv.num_actions
         self.observation_dtype = venv.observation_dtype

@@ -114,6 +114,11 @@ def test_the_ball_tasks_two_frames_are_one_observation():
     second, *_ = venv.step(np.zeros(2, int))
     np.testing.assert_array_equal(second[:, :3], first[:, 3:])
     assert second[:, 3:].any() and (second[:, 3:] != second[:, :3]).any()
+    from r2ac.evaluation import _frame
+
+    picture = _frame(second[0], venv.stacked_frames)  # a video shows the newest frame in its colours
+    np.testing.assert_array_equal(picture[::picture.shape[0] // 12, ::picture.shape[1] // 12],
+                                  second[0, 3:].transpose(1, 2, 0))
     venv.close()
 
 
