@@ -265,7 +265,8 @@ def test_adam_beta2_sets_how_long_the_second_moment_remembers():
 
     def last_move(beta2):
         w = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
-        cfg = load_config(None, ["learner.learning_rate=0.01", f"learner.adam_beta2={beta2}"]).learner
+        cfg = load_config(None, ["learner.learning_rate=0.01", f"learner.adam_beta2={beta2}",
+                                 "learner.adam_amsgrad=false"]).learner  # plain Adam: AMSGrad keeps the largest
         opt = make_optimizer([w], cfg)
         assert opt.defaults["betas"] == (0.9, beta2)
         for g in [1.0] * 2000 + [0.01] * 8000:
