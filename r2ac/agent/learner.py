@@ -72,17 +72,20 @@ def decay_(params, lr: float, weight_decay: float) -> None:
 def gradient_diagnostics(recurrent, corrections: Dict, initial_state: Dict, sensitivity_keys) -> Dict[str, float]:
     """Where the recurrent parameters' gradient comes from: ``carry_grad_norm`` is the norm of the carried
     RTRL correction sum_k dL/ds_k(t0) S_k(t0) (identity 1), ``segment_grad_norm`` that of the rest, the
-    gradient from inside the segment; ``sensitivity_rms`` is the RMS of the shipped sensitivities. Empty for
-    a core without RTRL."""
+    gradient from inside the segment; ``sensitivity_rms`` is the RMS of the shipped sensitivities (the
+    entries of ``initial_state`` that ``sensitivity_keys`` names; none named: not reported). Empty for a core
+    without RTRL."""
     if not corrections:
         return {}
     carry = sum(float(c.pow(2).sum()) for c in corrections.values())
     inside = sum(float((p.grad - corrections.get(p, 0.0)).pow(2).sum()) for p in recurrent if p.grad is not None)
+    out = {"carry_grad_norm": math.sqrt(carry), "segment_grad_norm": math.sqrt(inside)}
     sens = [initial_state[k] for k in sensitivity_keys if k in initial_state]
-    n = sum(s.numel() for s in sens)
-    # one pass, no copy: a float64 copy of the sensitivities cost more than the update itself (measured)
-    rms = math.sqrt(sum(float(torch.linalg.vector_norm(s)) ** 2 for s in sens) / max(n, 1))
-    return {"carry_grad_norm": math.sqrt(carry), "segment_grad_norm": math.sqrt(inside), "sensitivity_rms": rms}
+    if sens:
+        n = sum(s.numel() for s in sens)
+        # one pass, no copy: a float64 copy of the sensitivities cost more than the update itself (measured)
+        out["sensitivity_rms"] = math.sqrt(sum(float(torch.linalg.vector_norm(s)) ** 2 for s in sens) / max(n, 1))
+    return out
 
 
 def parameter_norms(net: torch.nn.Module, prefix: str, of: Callable) -> Dict[str, float]:
@@ -116,11 +119,18 @@ def make_target_net(net: torch.nn.Module) -> torch.nn.Module:
 
 
 @torch.no_grad()
-def target_values(target_net: torch.nn.Module, inputs: Dict, initial_state: Dict) -> torch.Tensor:
+def target_values(target_net: torch.nn.Module, inputs: Dict, initial_state: Dict,
+                  core_input: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The target network's values V(x_0 .. x_M) [M+1, B] on a batch, run from the batch's shipped core state
     (the learner's state at the trajectory's start, as R2D2's stored state serves its target network),
-    without sensitivities."""
-    out, _ = target_net(inputs, initial_state, return_state=False, sensitivities=False)
+    without sensitivities. ``core_input``: the core's input on the batch, where the caller has it and the
+    target network's would be the same (no trainable weight before the core, the same frame statistics): the
+    stem and the frame statistics are not computed a second time (the same values, measured faster)."""
+    if core_input is not None:
+        out, _ = target_net.from_core_input(core_input.detach(), inputs["done"], initial_state,
+                                            return_state=False, sensitivities=False)
+    else:
+        out, _ = target_net(inputs, initial_state, return_state=False, sensitivities=False)
     return out["baseline"]
 
 
@@ -134,6 +144,9 @@ class Learner:
         self.optimizer = make_optimizer(net.trainable_parameters(), cfg)
         self.decayed = decayed_parameters(net.trainable_parameters())  # learner.weight_decay
         self.recurrent = [p for p in getattr(net.core, "recurrent_parameters", lambda: [])() if p.requires_grad]
+        # whether update() measures sensitivity_rms itself: a training session that has it from validating the
+        # trajectories (``validate``'s square sums) turns it off, sparing a pass over the sensitivities
+        self.sensitivity_rms = True
         self.steps = 0            # agent steps consumed by updates
         self.updates = 0          # applied updates (= weight version)
         self.skipped = 0          # updates skipped for a non-finite loss or gradient
@@ -192,11 +205,18 @@ class Learner:
         return impala_targets(outputs, batch, target_values=target_values, target_pg=self.cfg.target_pg,
                               **self._vtrace_options())
 
-    def target_values(self, inputs: Dict, batch: Dict) -> Optional[torch.Tensor]:
-        """``learner.target_tau``: the target network's values on the batch (``target_values``); None when off."""
+    def target_values(self, inputs: Dict, batch: Dict, outputs: Optional[Dict] = None) -> Optional[torch.Tensor]:
+        """``learner.target_tau``: the target network's values on the batch (``target_values``); None when off.
+        ``outputs``: the online network's on the batch; where no trainable weight lies before the core (no
+        stem weights, or a frozen stem) the target network runs on their ``core_input``: the polyak update
+        copies the buffers (frame statistics) after they last changed, so it is the input the target network
+        would compute."""
         if self.target_net is None:
             return None
-        return target_values(self.target_net, inputs, batch["initial_state"])
+        shared = outputs is not None and "core_input" in outputs and not any(
+            p.requires_grad for p in self.net.stem.parameters())
+        return target_values(self.target_net, inputs, batch["initial_state"],
+                             outputs["core_input"] if shared else None)
 
     def loss(self, outputs: Dict, batch: Dict, targets=None, target_values=None):
         """(loss, stats) of the learner's outputs on a batch: the IMPALA loss with V-trace targets; with
@@ -220,9 +240,9 @@ class Learner:
         lr = self.learning_rate()
         self.observe_rewards(batch["reward"][1:])
         self.optimizer.zero_grad(set_to_none=True)
-        boot = self.target_values(inputs, batch)
         with CarryRecorder() as carried:  # the carried RTRL correction, for the diagnostics
             outputs, _ = self.net(inputs, batch["initial_state"], return_state=False)
+            boot = self.target_values(inputs, batch, outputs)
             loss, stats = self.loss(outputs, batch, target_values=boot)
             stats["lr"] = lr
             stats["entropy_weight"] = self.entropy_weight()
@@ -232,7 +252,7 @@ class Learner:
         if self.cfg.sensitivities == "learner":
             self.end_sensitivities = self._end_sensitivities(outputs, batch)
         stats.update(gradient_diagnostics(self.recurrent, carried.corrections, batch["initial_state"],
-                                          self.net.core.sensitivity_keys))
+                                          self.net.core.sensitivity_keys if self.sensitivity_rms else ()))
         params = self.net.trainable_parameters()
         if self.detail:
             stats.update(parameter_norms(self.net, "grad_norm", lambda p: p.grad))
@@ -257,14 +277,15 @@ class Learner:
             stats.update(parameter_norms(self.net, "step_norm", lambda p: p.detach() - moved[id(p)]))
         if self.cfg.epochs > 1:
             stats.update(self._more_passes(inputs, batch, outputs, lr, boot))
-        if self.target_net is not None:  # learner.target_warmup_steps: it follows the weights until then
-            tau = 1.0 if self.steps < self.cfg.target_warmup_steps else self.cfg.target_tau
-            polyak_update(self.target_net, self.net, tau)
-            stats["target_mean_value"] = float(boot[:-1].mean())
         if self.cfg.kl_target > 0 or self.cfg.log_update_kl:
             stats.update(self._update_kl(inputs, batch, outputs["policy_logits"]))
         if key == "obs":  # model.running_centres: the batch's new frames (frame 0 ended the previous batch)
             self.net.observe_frames(batch["obs"][1:], outputs["frame_stats"][1:] if "frame_stats" in outputs else None)
+        if self.target_net is not None:  # learner.target_warmup_steps: it follows the weights until then
+            # after observe_frames: the buffers it copies are those the next batch's online pass uses
+            tau = 1.0 if self.steps < self.cfg.target_warmup_steps else self.cfg.target_tau
+            polyak_update(self.target_net, self.net, tau)
+            stats["target_mean_value"] = float(boot[:-1].mean())
         self.nonfinite_in_row = 0
         self.updates += 1
         self.steps += (T1 - 1) * B

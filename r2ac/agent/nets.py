@@ -414,9 +414,17 @@ class AgentNet(nn.Module):
         feats = inputs["features"] if "features" in inputs else self.features(inputs["obs"])
         stats = self.frame_stats(feats, inputs.get("obs")) if self.centre_frames else None
         x = self.core_input(feats, inputs["reward"], inputs["action"], inputs["done"], stats)
-        y, state = self.core(x, state, inputs["done"], return_state=return_state, sensitivities=sensitivities)
-        out = self.heads(y, x)
-        out["core_input"] = x
+        out, state = self.from_core_input(x, inputs["done"], state, return_state, sensitivities)
         if stats is not None:
             out["frame_stats"] = stats[1]
+        return out, state
+
+    def from_core_input(self, x: Tensor, done: Tensor, state: State, return_state: bool = True,
+                        sensitivities: bool = True):
+        """``forward`` from the core's input ``x`` [T, B, input_size] (a forward pass's ``core_input``) and the
+        done flags: the core and the heads only. The learner's target network runs on the online network's
+        ``core_input`` this way when no trainable weight lies before the core (``Learner.target_values``)."""
+        y, state = self.core(x, state, done, return_state=return_state, sensitivities=sensitivities)
+        out = self.heads(y, x)
+        out["core_input"] = x
         return out, state

@@ -24,6 +24,7 @@ step is the first of the next trajectory, IMPALA's overlap):
 
 from __future__ import annotations
 
+import math
 from typing import Dict, List, Optional
 
 import torch
@@ -101,17 +102,23 @@ class Batcher:
         return batches
 
 
-def _all_finite(t: Tensor) -> bool:
-    """Whether every element is finite. A NaN or inf makes the sum non-finite, so a finite sum settles it in
-    one pass without a mask (the sensitivities are large: ``isfinite(t).all()`` on them cost as much as the
-    learner's update, measured); a non-finite sum is checked element by element (a finite tensor whose sum
-    overflows is not rejected)."""
-    return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
+def square_sum(t: Tensor) -> Optional[float]:
+    """The sum of the squares of ``t``'s entries, or None when one of them is not finite. One pass without a
+    mask: a NaN or inf makes the norm non-finite, so a finite norm settles it (the sensitivities are large:
+    ``isfinite(t).all()`` on them cost as much as the learner's update, measured); a non-finite norm is
+    checked element by element (finite entries whose norm overflows give inf, not None). The learner's
+    ``sensitivity_rms`` comes from these sums, with no pass of its own over the sensitivities."""
+    norm = float(torch.linalg.vector_norm(t))
+    if math.isfinite(norm):
+        return norm * norm
+    return math.inf if bool(torch.isfinite(t).all()) else None
 
 
 def validate(traj: Dict, *, unroll_length: int, num_actions: int, state_spec: Dict[str, tuple],
-             obs_shape: Optional[tuple] = None, check_finite: bool = True) -> Optional[str]:
-    """Return why a trajectory must be rejected, or None when it is well-formed and finite."""
+             obs_shape: Optional[tuple] = None, check_finite: bool = True,
+             square_sums: Optional[Dict[str, float]] = None) -> Optional[str]:
+    """Return why a trajectory must be rejected, or None when it is well-formed and finite. ``square_sums``
+    (with ``check_finite``): filled with each ``initial_state`` entry's sum of squares (``square_sum``)."""
     try:
         key = observation_key(traj)
         T1 = unroll_length + 1
@@ -145,8 +152,11 @@ def validate(traj: Dict, *, unroll_length: int, num_actions: int, state_spec: Di
                 if not torch.isfinite(traj[k]).all():
                     return f"{k} has non-finite values"
             for k, v in st.items():
-                if not _all_finite(v):
+                sq = square_sum(v)
+                if sq is None:
                     return f"initial_state[{k!r}] has non-finite values"
+                if square_sums is not None:
+                    square_sums[k] = sq
     except (KeyError, AttributeError, TypeError, IndexError) as e:
         return f"malformed trajectory: {type(e).__name__}: {e}"
     return None

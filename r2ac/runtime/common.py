@@ -148,6 +148,10 @@ class TrainingSession(RunSession):
         self._carry: Optional[Dict[int, tuple]] = {} if learner_sens else None
         self._slot_base: Dict[str, int] = {}
         self.stats_extra: Dict[str, float] = {}  # statistics of a batch computed before its update
+        # sensitivity_rms from validating the trajectories (their square sums), not from a pass of the learner's
+        self._sensitivity_keys = tuple(self.net.core.sensitivity_keys)
+        self._sensitivity_sq = [0.0, 0]  # sum of squares, entries since the last update
+        self.learner.sensitivity_rms = False
         self.publish = publish or (lambda version: None)
         self.stats: Dict[str, float] = {}  # the last update's statistics
         self._stat_sums: Dict[str, List[float]] = {}  # key -> [sum, count] since the last log row
@@ -177,14 +181,18 @@ class TrainingSession(RunSession):
         episode resets multiply the state by 0). Returns whether the trajectory was accepted."""
         self.counters["step"] += int(steps)
         self._bytes.append(nbytes(traj))
+        square_sums: Dict[str, float] = {}
         reason = validate(traj, unroll_length=self.M, num_actions=self.num_actions, state_spec=self.state_spec,
-                          obs_shape=self.obs_shape)
+                          obs_shape=self.obs_shape, square_sums=square_sums)
         if reason is not None:
             self.counters["rejected_trajectories"] += 1
             self.event(f"rejected a trajectory from {source}: {reason}; the actor starts over")
             return False
         self.failures_in_row = 0
         self.counters["trajectories"] += 1
+        for k in self._sensitivity_keys:
+            self._sensitivity_sq[0] += square_sums[k]
+            self._sensitivity_sq[1] += traj["initial_state"][k].numel()
         self.episodes.add(traj)
         carry = self._carry is not None and "segment" in traj
         if carry:
@@ -200,6 +208,11 @@ class TrainingSession(RunSession):
                 self.stats["learner_sensitivities_frac"] = carried
             self.stats.update(self.stats_extra)
             self.stats_extra = {}
+            if self._sensitivity_sq[1] and "carry_grad_norm" in self.stats:
+                # the RMS of the sensitivities shipped since the last update (those of this batch, and of the
+                # columns a previous batch left over)
+                self.stats["sensitivity_rms"] = math.sqrt(self._sensitivity_sq[0] / self._sensitivity_sq[1])
+                self._sensitivity_sq = [0.0, 0]
             if self.update_logger is not None:
                 self.update_logger.log(self.counters["step"], {"update": self.learner.updates,
                                                                "learner_steps": self.learner.steps, **self.stats})

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import dataclasses
 import json
 import math
 import os
+import platform
 import signal
 import sys
 import threading
@@ -43,12 +45,44 @@ class RunAborted(RuntimeError):
     checkpoint is kept and ``r2ac train --resume RUN_DIR`` continues it once the cause is fixed."""
 
 
+#: glibc's mallopt parameters (malloc.h) and the values ``keep_freed_memory`` sets
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MMAP_THRESHOLD = 32 << 20  # glibc's largest on 64-bit systems
+_TRIM_THRESHOLD = 1 << 30
+
+_malloc_kept: Optional[bool] = None
+
+
+def keep_freed_memory() -> bool:
+    """On glibc (Linux), keep freed memory in the process for reuse instead of handing it back to the system:
+    blocks up to 32 MiB come from the heap, not from their own mmap, and the heap's top is trimmed only past
+    1 GiB free. Every RTRL segment allocates its sensitivities afresh (tens of MB for pixel inputs), and with
+    glibc's defaults the pages of each were returned and faulted in again: the actor's end-of-segment transport
+    took 1.7x as long (``r2ac bench system``, docs/results.md "Faster steps"). The process's peak memory
+    is unchanged; what it frees stays reserved for its next allocation. A no-op elsewhere; returns whether
+    the settings took. Once per process."""
+    global _malloc_kept
+    if _malloc_kept is None:
+        _malloc_kept = False
+        if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+            try:
+                libc = ctypes.CDLL("libc.so.6")
+            except OSError:
+                return False
+            # both set explicitly: setting one alone stops glibc adapting the other (measured slower)
+            _malloc_kept = bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(
+                libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+    return _malloc_kept
+
+
 def set_fast_math(torch_threads: int = 1) -> None:
     """Flush denormal floats to zero on CPU: RTRL sensitivities and gate products decay geometrically,
     and denormal arithmetic made CPU training 2-6x slower (measured). Set the intra-op thread count
     (``runtime.torch_threads``): with the small per-step work of actors, OpenMP threads that spin while
-    other processes share the cores made a 2-core run 15x slower with 2 threads than with 1 (measured)."""
+    other processes share the cores made a 2-core run 15x slower with 2 threads than with 1 (measured).
+    Keep freed memory for reuse (``keep_freed_memory``)."""
     torch.set_flush_denormal(True)
+    keep_freed_memory()
     # numpy's float info, computed lazily, then warns that the smallest subnormal is zero: expected here
     warnings.filterwarnings("ignore", message="The value of the smallest subnormal", category=UserWarning)
     if torch_threads > 0:

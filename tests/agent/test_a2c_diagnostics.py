@@ -516,19 +516,19 @@ def test_bench_memory_runs_a_users_gym_env_at_the_span_its_options_give(tmp_path
     assert "rejected env options ['nope']" in capsys.readouterr().err
 
 
-def test_all_finite_fast_path_is_exact():
-    from r2ac.agent.trajectory import _all_finite
+def test_square_sum_is_the_finite_check():
+    from r2ac.agent.trajectory import square_sum
 
-    t = torch.randn(4, 8, 9)
-    assert _all_finite(t)
+    t = torch.randn(4, 8, 9, dtype=torch.float64)
+    assert math.isclose(square_sum(t), float(t.pow(2).sum()), rel_tol=1e-12)
     for bad in (float("nan"), float("inf"), -float("inf")):
         u = t.clone()
         u[1, 2, 3] = bad
-        assert not _all_finite(u)
-    big = torch.full((4,), 3e38)  # finite, but its sum overflows: not rejected
-    assert _all_finite(big)
-    mixed = torch.tensor([float("inf"), -float("inf")])  # sum is NaN
-    assert not _all_finite(mixed)
+        assert square_sum(u) is None
+    big = torch.full((4,), 3e38)  # finite, but its norm overflows float32: not rejected
+    assert square_sum(big) == math.inf
+    mixed = torch.tensor([float("inf"), -float("inf")])
+    assert square_sum(mixed) is None
 
 
 def test_bench_memory_judge_and_step_budget(tmp_path):

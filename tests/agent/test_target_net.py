@@ -8,7 +8,7 @@ import torch
 
 from r2ac.agent.a2c import A2CLearner, a2c_loss, nstep_returns
 from r2ac.agent.actor import Actor
-from r2ac.agent.learner import Learner, make_target_net, polyak_update
+from r2ac.agent.learner import Learner, make_target_net, polyak_update, target_values
 from r2ac.agent.losses import impala_targets
 from r2ac.agent.nets import AgentNet
 from r2ac.agent.trajectory import concat
@@ -268,3 +268,39 @@ def test_target_warmup_steps_follow_the_weights_then_move_by_tau():
     for t, t0, w in zip(b.target_net.parameters(), before, b.net.parameters()):
         assert torch.allclose(t, t0 + 0.1 * (w.detach() - t0), atol=1e-12)
     assert any(not torch.equal(t, w) for t, w in zip(b.target_net.parameters(), b.net.parameters()))
+
+
+def _pixel_setup(stem, seed=0):
+    torch.manual_seed(seed)
+    venv = make_vec_env("cue", 4, seed, span=3, size=6)
+    kw = {"stem_channels": [], "stem_fc": 8} if stem == "mlp" else {}
+    net = AgentNet(venv.observation_shape, venv.num_actions, stem=stem, core="elstm", hidden_size=6,
+                   learning="rtrl", running_centres="auto", **kw)
+    actor = Actor(copy.deepcopy(net), venv, M, seed=seed + 1)
+    return net, actor
+
+
+@pytest.mark.parametrize("stem", ["none", "mlp"])
+def test_the_target_network_runs_on_the_online_core_input_only_where_it_is_its_own(stem):
+    """No weight before the core (stem none, running frame centres): after updates the target network's values
+    from the online pass's core_input are exactly those of its own full pass (the polyak update copies the frame
+    statistics after they last changed). A trainable stem: the target's own stem runs, so the values are its
+    own full pass's too, and differ from what the online core_input would give."""
+    net, actor = _pixel_setup(stem)
+    if stem == "none":
+        assert net.centre_frames and net.running_centres
+    learner = Learner(net, _cfg(target_tau=0.5, learning_rate=1e-2, lr_schedule="constant"), 10**6)
+    for _ in range(3):
+        learner.update(actor.rollout())
+        actor.set_weights(net.state_dict(), learner.updates)
+    batch = actor.rollout()
+    with torch.no_grad():
+        out, _ = net(_inputs(batch), batch["initial_state"], return_state=False)
+    own = target_values(learner.target_net, _inputs(batch), batch["initial_state"])
+    via_learner = learner.target_values(_inputs(batch), batch, out)
+    assert torch.equal(via_learner, own)
+    from_online = target_values(learner.target_net, _inputs(batch), batch["initial_state"], out["core_input"])
+    if stem == "none":
+        assert torch.equal(from_online, own)
+    else:
+        assert not torch.allclose(from_online, own, atol=1e-6)

@@ -137,3 +137,25 @@ def test_learner_sensitivities_is_checked_and_does_nothing_without_rtrl(tmp_path
         assert session.add_trajectory(actor.rollout(), M * 3, source="actor 0")
     assert "learner_sensitivities_frac" not in session.stats and session.learner.end_sensitivities is None
     session.close()
+
+
+def test_sensitivity_rms_comes_from_validating_the_shipped_trajectories(tmp_path, float64):
+    """The session's sensitivity_rms is the learner's own measure on the batch (gradient_diagnostics), taken
+    from the square sums the finite check computes: the learner makes no pass of its own for it."""
+    from r2ac.agent.learner import gradient_diagnostics
+
+    session, venv = _session(_cfg(tmp_path, "actor"))
+    assert session.learner.sensitivity_rms is False
+    seen = _record_batches(session)
+    actor = Actor(copy.deepcopy(session.net).cpu(), venv, M, seed=3)
+    keys = session.net.core.sensitivity_keys
+    for _ in range(4):
+        assert session.add_trajectory(actor.rollout(), M * 3, source="actor 0")
+        actor.set_weights(session.weights(), session.learner.updates)
+        n = sum(seen[-1][k].numel() for k in keys)
+        want = (sum(float(seen[-1][k].pow(2).sum()) for k in keys) / n) ** 0.5
+        corrections = {p: torch.ones_like(p) for p in session.learner.recurrent}  # any: only the rms is read
+        ref = gradient_diagnostics(session.learner.recurrent, corrections, seen[-1], keys)["sensitivity_rms"]
+        assert session.stats["sensitivity_rms"] == pytest.approx(want, rel=1e-12) == pytest.approx(ref, rel=1e-12)
+    assert session.stats["sensitivity_rms"] > 0
+    session.close()
