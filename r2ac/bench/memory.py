@@ -687,7 +687,7 @@ def matrix(dirs: Sequence[str], base: Optional[str] = None, extra: Sequence[str]
 
 COMPARE_COLUMNS = ["task", "span", "method", "setting", "seeds", "solved", "solved_Msteps",
                    "median_solved_Msteps", "min_held", "min_settled", "final_min", "final_max", "fresh_min",
-                   "fresh_max", "run_Msteps", "source"]
+                   "fresh_max", "run_Msteps", "steps_per_s", "median_steps_per_s", "source"]
 
 
 def parse_settings(specs: Sequence[str]) -> Dict[str, List[str]]:
@@ -727,8 +727,9 @@ def compare(settings: Dict[str, List[str]], threshold: Optional[float] = None,
             window_episodes: int = 400) -> List[Dict]:
     """One row per (task, span, method) and setting, for the cells that two settings or more ran: seeds
     solved and the agent steps each seed took to solve (steps, not minutes: the settings may have run on
-    different machines or beside other work). With ``threshold`` each run is judged again at it
-    (:func:`rejudge`), else as its bench judged it."""
+    different machines or beside other work), and each run's agent steps per second of its wall time (a
+    speed comparison where the settings ran side by side on one machine). With ``threshold`` each run is
+    judged again at it (:func:`rejudge`), else as its bench judged it."""
     per, keys = _shared_cells(settings, threshold, window_episodes)
     out = []
     for key in keys:
@@ -742,6 +743,8 @@ def compare(settings: Dict[str, List[str]], threshold: Optional[float] = None,
             finals = [r["final"] for r in rs if not math.isnan(r["final"])]
             fresh = [r["fresh"] for r in rs if not math.isnan(r.get("fresh", math.nan))]
             per_seed = ["-" if math.isnan(r["solved_steps"]) else f"{r['solved_steps'] / 1e6:.2f}" for r in rs]
+            rates = [r.get("steps_per_s", math.nan) for r in rs]
+            known = [v for v in rates if not math.isnan(v)]
             out.append({"task": key[0], "span": key[1], "method": key[2], "setting": label, "seeds": len(rs),
                         "solved": len(solved), "solved_Msteps": " ".join(per_seed),
                         "median_solved_Msteps": statistics.median(solved) if solved else math.nan,
@@ -750,6 +753,8 @@ def compare(settings: Dict[str, List[str]], threshold: Optional[float] = None,
                         "final_max": max(finals, default=math.nan), "fresh_min": min(fresh, default=math.nan),
                         "fresh_max": max(fresh, default=math.nan),
                         "run_Msteps": max((r["steps"] / 1e6 for r in rs), default=math.nan),
+                        "steps_per_s": " ".join("-" if math.isnan(v) else f"{v:.0f}" for v in rates),
+                        "median_steps_per_s": statistics.median(known) if known else math.nan,
                         "source": " ".join(srcs)})
     return out
 
@@ -760,10 +765,11 @@ def _lowest(v: float) -> str:
 
 
 def compare_markdown(rows: List[Dict]) -> str:
-    """Settings side by side: a row per cell and setting, M steps to solve per seed ("-": not solved)."""
+    """Settings side by side: a row per cell and setting, M steps to solve per seed ("-": not solved), and the
+    median of the runs' agent steps per second (thousands)."""
     lines = ["| task | span | method | setting | seeds solved | M steps to solve, per seed | median | lowest "
-             "after solving | lowest after 0.95 | final | fresh envs | run (M steps) |",
-             "| " + " | ".join(["---"] * 12) + " |"]
+             "after solving | lowest after 0.95 | final | fresh envs | run (M steps) | k steps/s, median |",
+             "| " + " | ".join(["---"] * 13) + " |"]
 
     def num(v, fmt="{:.2f}"):
         return "-" if math.isnan(v) else fmt.format(v)
@@ -777,7 +783,8 @@ def compare_markdown(rows: List[Dict]) -> str:
             median = num(r["median_solved_Msteps"])
             held, settled = _lowest(r["min_held"]), _lowest(r.get("min_settled", math.nan))
         lines.append(f"| {r['task']} | {r['span']} | {r['method']} | {r['setting']} | {solved} | {steps} | {median} "
-                     f"| {held} | {settled} | {final} | {fresh} | {num(r['run_Msteps'], '{:.1f}')} |")
+                     f"| {held} | {settled} | {final} | {fresh} | {num(r['run_Msteps'], '{:.1f}')} "
+                     f"| {num(r.get('median_steps_per_s', math.nan) / 1000)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -88,10 +88,11 @@ def test_compare_sets_settings_side_by_side_in_steps(tmp_path, capsys):
     assert rows[0]["median_solved_Msteps"] == pytest.approx(2.1) and rows[0]["min_held"] == 0.897
     table = compare_markdown(rows).splitlines()
     assert table[2] == ("| cue-pixels | 100 | rtrl | default | 2/2 | 1.20, 3.00 | 2.10 | 0.897 | 0.931 | 1.00 | - "
-                        "| 1.0 |")
+                        "| 1.0 | 8.33 |")  # each run: 1 M steps in 120 s
     assert table[3] == ("| cue-pixels | 100 | rtrl | contractive | 2/2 | 0.90, 1.10 | 1.00 | 0.950 | 0.960 | 1.00 "
-                        "| 0.36-0.97 | 1.0 |")
-    assert table[5] == "| watermaze | 300 | rtrl | contractive | - | - | - | - | - | 30.60 | - | 1.0 |"
+                        "| 0.36-0.97 | 1.0 | 8.33 |")
+    assert table[5] == "| watermaze | 300 | rtrl | contractive | - | - | - | - | - | 30.60 | - | 1.0 | 8.33 |"
+    assert rows[0]["steps_per_s"] == "8333 8333" and rows[0]["median_steps_per_s"] == pytest.approx(1e6 / 120)
 
     out = tmp_path / "out"
     assert main(["--compare", f"default={default},{rerun}", f"contractive={other}", "--out", str(out)]) == 0
