@@ -57,8 +57,8 @@ def keep_freed_memory() -> bool:
     """On glibc (Linux), keep freed memory in the process for reuse instead of handing it back to the system:
     blocks up to 32 MiB come from the heap, not from their own mmap, and the heap's top is trimmed only past
     1 GiB free. Every RTRL segment allocates its sensitivities afresh (tens of MB for pixel inputs), and with
-    glibc's defaults the pages of each were handed back and faulted in again (tests/runtime/test_fast_math.py
-    counts them; docs/benchmarks.md, "Faster steps", measures the whole run). The price: what the
+    glibc's defaults the pages of each were handed back and faulted in again (docs/benchmarks.md, "Faster
+    steps", measures the whole run; tests/runtime/test_fast_math.py reads the setting back). The price: what the
     process frees stays reserved for its next allocation, so its resident memory does not shrink between
     segments. A no-op elsewhere; returns whether
     the settings took. Once per process."""
