@@ -414,12 +414,11 @@ def _previous_wall(sweep: Sweep) -> Dict[str, float]:
 def run_resources(cfg: Config, capacity: float) -> Dict[str, float]:
     """What one run holds while it trains: ``cpus`` (its share of the sweep's CPU slots), the Ray task's own
     ``num_cpus`` and ``num_gpus``. A local-runtime run computes in its own process with
-    ``runtime.torch_threads`` threads (0: torch's default, every core), twice that with ``runtime.overlap`` (its
-    actor's thread beside the learner's, algo=impala); a Ray-runtime run's learner and actors are Ray actors of
-    one CPU each."""
+    ``runtime.torch_threads`` threads (0: torch's default, every core); a Ray-runtime run's learner and
+    actors are Ray actors of one CPU each."""
     if cfg.runtime.kind == "ray":
         return {"cpus": float(cfg.runtime.num_actors + 1), "num_cpus": 0.0, "num_gpus": 0.0}
-    threads = float(cfg.runtime.torch_threads or capacity) * (2 if cfg.overlaps else 1)
+    threads = float(cfg.runtime.torch_threads or capacity)
     cpus = min(threads, capacity)
     return {"cpus": cpus, "num_cpus": cpus, "num_gpus": 1.0 if cfg.device == "cuda" else 0.0}
 

@@ -311,11 +311,6 @@ class RuntimeConfig:
     dashboard_host: str = _f("127.0.0.1", "Ray dashboard bind address", nonempty=True)
     learner_gpus: float = _f(0.0, "GPUs reserved for the learner", ge=0.0)
     torch_threads: int = _f(1, "torch intra-op threads per process (0 = torch's default: all cores)", ge=0)
-    overlap: bool = _f(
-        False, "runtime.kind=local: each actor's next rollout runs in a second thread while the learner trains on "
-        "its last one (two cores busy instead of one). The actors then act with the weights of one update "
-        "before (policy lag 1, as on Ray; the order of everything stays fixed, so a run is as reproducible as "
-        "without); algo=a2c stays synchronous")
 
 
 @dataclass
@@ -378,12 +373,6 @@ class Config:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-
-    @property
-    def overlaps(self) -> bool:
-        """Whether the run acts and learns at once in one process (``runtime.overlap``): the local runtime with
-        algo=impala (algo=a2c refuses it; PPO and the Ray runtime do not read it)."""
-        return self.runtime.overlap and self.runtime.kind == "local" and self.algo == "impala"
 
 
 # Keys that were renamed or are commonly guessed: a better hint than difflib can give.

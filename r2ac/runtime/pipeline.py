@@ -29,8 +29,6 @@ def check_a2c(cfg: Config) -> None:
     if cfg.learner.batch_size != cfg.env.num_envs:
         errors.append(f"learner.batch_size={cfg.env.num_envs} (= env.num_envs: each update is the actor's whole "
                       "batch, on-policy)")
-    if cfg.runtime.overlap:
-        errors.append("runtime.overlap=false (its actor would act with the weights of one update before)")
     if cfg.learner.epochs != 1:
         errors.append("learner.epochs=1 (more passes per batch are the IMPALA learner's, algo=impala)")
     if errors:
