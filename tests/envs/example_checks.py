@@ -1,6 +1,18 @@
-"""Checks shared by the tests of the example tasks (examples/): the query step, and the rate of distractors."""
+"""Checks shared by the tests of the example tasks (examples/): an episode's frames, the query step, and the rate of
+distractors."""
 
 import numpy as np
+
+
+def span_frames(venv, span: int) -> list:
+    """Reset the vector env and step it through an episode's ``span`` frames with action 0 (nothing may pay or
+    end there); return the ``span`` observations, the reset's first."""
+    frames = [venv.reset()]
+    for _ in range(span - 1):
+        obs, reward, done, _ = venv.step(np.zeros(venv.num_envs, int))
+        assert not reward.any() and not done.any()
+        frames.append(obs)
+    return frames
 
 
 def answer_the_query(venv, right, wrong, episode_length: int) -> None:

@@ -8,7 +8,7 @@ import pytest
 from r2ac.envs import make_vec_env
 from r2ac.envs.gym_env import import_user_module
 
-from example_checks import answer_the_query
+from example_checks import answer_the_query, span_frames
 
 _example = import_user_module("examples.which_first")
 COLOURS, QUERY, WhichFirst = _example.COLOURS, _example.QUERY, _example.WhichFirst
@@ -32,12 +32,8 @@ def test_two_lights_of_two_colours_then_the_query_pays_only_the_first_colour():
     span, n = 6, 8
     venv = make_vec_env(TASK, n, 0, span=span, size=10, light=2)
     assert venv.observation_shape == (3, 10, 10) and venv.num_actions == 3
-    frames = [venv.reset()]
+    frames = span_frames(venv, span)
     wrong = np.zeros(n, int)
-    for _ in range(span - 1):
-        obs, reward, done, _ = venv.step(wrong)
-        assert not reward.any() and not done.any()
-        frames.append(obs)
     firsts, seconds = [], []
     for e in range(n):
         shown = [c for c in (colour_shown(f[e]) for f in frames) if c is not None]
