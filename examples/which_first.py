@@ -11,8 +11,8 @@ keeps which colours it saw but not their order gets 1/2.
 Written after ``count_flashes.py`` to test r2ac's defaults on a kind of memory none of them was chosen on: an
 order. The agent has to write the first light into memory and then keep it against the second, which looks
 just like it and comes at a time nothing marks, up to ``span`` steps before the query. Quickstart's settings
-learned it at span 150 in 1.56-2.65 M agent steps, 3.2-5.4 minutes on 2 cores, and at span 500 (one seed) in
-7.75 M, 15.2 minutes (docs/results.md, "Which light came first"):
+learned it at span 150 in 1.56-2.65 M agent steps, 3.2-5.4 minutes on 2 cores, and at span 500 in 4.51-7.75 M,
+9.3-15.2 minutes (docs/results.md, "Which light came first"):
 
     r2ac train configs/quickstart.yaml env.id=gym:examples.which_first:WhichFirst "env.options={span: 150}" \
         total_steps=5000000
