@@ -15,6 +15,16 @@ def span_frames(venv, span: int) -> list:
     return frames
 
 
+def light_task_frames(task: str, span: int, n: int):
+    """The two light tasks (count_flashes, which_first) with 2x2 lights on 10x10 frames and 3 actions: their vector
+    env of ``n`` envs and the ``span`` frames of an episode (``span_frames``)."""
+    from r2ac.envs import make_vec_env
+
+    venv = make_vec_env(task, n, 0, span=span, size=10, light=2)
+    assert venv.observation_shape == (3, 10, 10) and venv.num_actions == 3
+    return venv, span_frames(venv, span)
+
+
 def answer_the_query(venv, right, wrong, episode_length: int) -> None:
     """Answer the query of an even number of envs, right in the even-numbered ones and wrong in the others: every
     episode must end there, pay 1 for exactly the right answers, and have lasted ``episode_length`` steps."""

@@ -5,10 +5,9 @@ the count, bad options are refused."""
 import numpy as np
 import pytest
 
-from r2ac.envs import make_vec_env
 from r2ac.envs.gym_env import import_user_module
 
-from example_checks import answer_the_query, span_frames
+from example_checks import answer_the_query, light_task_frames
 
 _example = import_user_module("examples.count_flashes")
 LIGHT, QUERY, CountFlashes = _example.LIGHT, _example.QUERY, _example.CountFlashes
@@ -23,9 +22,7 @@ def lit(frame: np.ndarray) -> int:
 
 def test_the_light_flashes_count_times_among_the_span_frames_then_the_query_pays_only_the_count():
     span, n = 6, 8
-    venv = make_vec_env(TASK, n, 0, span=span, size=10, light=2)
-    assert venv.observation_shape == (3, 10, 10) and venv.num_actions == 3
-    frames = span_frames(venv, span)
+    venv, frames = light_task_frames(TASK, span, n)
     wrong = np.zeros(n, int)
     counts = []
     for e in range(n):

@@ -5,10 +5,9 @@ every frame comes up, bad options are refused."""
 import numpy as np
 import pytest
 
-from r2ac.envs import make_vec_env
 from r2ac.envs.gym_env import import_user_module
 
-from example_checks import answer_the_query, span_frames
+from example_checks import answer_the_query, light_task_frames
 
 _example = import_user_module("examples.which_first")
 COLOURS, QUERY, WhichFirst = _example.COLOURS, _example.QUERY, _example.WhichFirst
@@ -30,9 +29,7 @@ def colour_shown(frame: np.ndarray):
 
 def test_two_lights_of_two_colours_then_the_query_pays_only_the_first_colour():
     span, n = 6, 8
-    venv = make_vec_env(TASK, n, 0, span=span, size=10, light=2)
-    assert venv.observation_shape == (3, 10, 10) and venv.num_actions == 3
-    frames = span_frames(venv, span)
+    venv, frames = light_task_frames(TASK, span, n)
     wrong = np.zeros(n, int)
     firsts, seconds = [], []
     for e in range(n):
