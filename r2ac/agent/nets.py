@@ -8,6 +8,7 @@ When the stem is frozen, actors may run it and ship its features; the learner th
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 from typing import Dict, Optional, Tuple
@@ -299,11 +300,13 @@ class AgentNet(nn.Module):
         return self.core.initial_state(batch_size, device=device, sensitivities=sensitivities)
 
     def features(self, obs: Tensor) -> Tensor:
-        """Stem features of frames [T, B, *obs_shape] -> [T, B, stem.output_size]."""
-        if self.stem_frozen:
-            with torch.no_grad():
-                return self.stem(obs)
-        return self.stem(obs)
+        """Stem features of frames [T, B, *obs_shape] -> [T, B, stem.output_size], in the core's dtype: a
+        parameter-free stem (``none``) keeps floating frames' dtype and gives 8-bit ones the default one, so a
+        net moved to float64 (``.double()``) would otherwise get float32 features from an env's frames."""
+        with torch.no_grad() if self.stem_frozen else contextlib.nullcontext():
+            feats = self.stem(obs)
+        ref = self.core._param_ref()
+        return feats.to(ref.dtype) if ref is not None and feats.dtype != ref.dtype else feats
 
     def scaled_features(self, features: Tensor, frame_stats: Optional[Tuple[Tensor, Tensor]] = None) -> Tensor:
         """The features' part of the core input [..., feature_size]: the stem's features times ``input_scale``;

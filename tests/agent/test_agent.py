@@ -189,6 +189,14 @@ def _check_learner_gradient_vs_full_bptt(learning, pixels, head=False, target=Fa
         assert max(errs[n] for n in ("core.F", "core.Z", "core.w_f", "core.b_f")) > 1e-3, errs
 
 
+def test_a_float64_net_on_8bit_frames_needs_no_float64_default():
+    """A net moved to float64 (``.to(torch.float64)``, ``.double()``) with the raw frames into the core (stem
+    none) takes an env's uint8 frames as they come, with float32 the default dtype: the features enter in the
+    core's dtype (once a TypeError in the actor), and the learner's gradient is still full-sequence BPTT's."""
+    assert torch.get_default_dtype() == torch.float32
+    _check_learner_gradient_vs_full_bptt("rtrl", "median_feed_mean+running+contrasts")
+
+
 @pytest.mark.parametrize("learning, target_pg", [("rtrl", True), ("tbptt", True), ("rtrl", False)])
 def test_learner_gradient_with_a_target_network_vs_full_episode_bptt(learning, target_pg):
     """float64, learner.target_tau: with V-trace bootstrapping from a target network's values (no gradient
