@@ -123,6 +123,30 @@ def channel_extremes(centred: Tensor, channels: int) -> Tensor:
     return torch.cat([per_channel.amax(-1), per_channel.amin(-1)], -1)
 
 
+def channel_centroids(centred: Tensor, channels: int, height: int, width: int) -> Tensor:
+    """Centred frames [..., C*H*W] (``centre_frame``'s first output) -> each channel's centroid of what lies
+    above its centre [..., 2C] (the C x coordinates, then the C y coordinates, each in [-1, 1]: -1 the left
+    column or the top row, 1 the right or the bottom): the mean place of the pixels brighter than the channel's
+    centre, weighted by how much brighter. Where a channel has nothing above its centre (a uniform frame, a
+    black one) both are 0. A small object's place, read linearly wherever it is: from the pixels a linear read
+    of the place needs a weight at every place the object can be, each learned only on the frames that show
+    it there."""
+    if centred.shape[-1] != channels * height * width:
+        raise ValueError(f"channel_centroids: {centred.shape[-1]} pixel features are not {channels} channels of "
+                         f"{height} x {width}")
+    above = centred.unflatten(-1, (channels, height, width)).clamp_min(0)
+    mass = above.sum((-2, -1)).clamp_min(1.0 / 255)  # nothing above the centre: 0 / (1 / 255) = 0
+    xs = _coordinates(width, centred)
+    ys = _coordinates(height, centred)
+    return torch.cat([(above.sum(-2) * xs).sum(-1) / mass, (above.sum(-1) * ys).sum(-1) / mass], -1)
+
+
+def _coordinates(n: int, like: Tensor) -> Tensor:
+    """n places from -1 to 1 (one place: 0), in ``like``'s dtype and device."""
+    half = (n - 1) / 2
+    return (torch.arange(n, dtype=like.dtype, device=like.device) - half) / max(half, 1.0)
+
+
 def core_input(features: Tensor, reward: Tensor, prev_action: Tensor, *, reward_input: bool,
                prev_action_input: bool, action_dim: int, discrete: bool = True, reward_clip: float = 0.0,
                keep: Optional[Tensor] = None, first: Optional[Tensor] = None, first_value: float = 1.0) -> Tensor:

@@ -181,6 +181,16 @@ def resolve_frame_extremes(value: bool | str, centre_frames: bool) -> bool:
                                         "largest and smallest distance from its centre")
 
 
+def resolve_frame_centroids(value: bool | str, centre_frames: bool) -> bool:
+    """``model.frame_centroids`` as a bool. ``"auto"``: true where frames are centred (``centre_frames``).
+
+    Why: each channel's centroid of what lies above its centre (``inputs.channel_centroids``) gives a small
+    object's place as two numbers wherever it is, where a linear read of the pixels has to learn a weight for
+    each place the object can be (docs/results.md, "Where an object is, as two numbers")."""
+    return _on_where_frames_are_centred("frame_centroids", value, centre_frames, "the centroids are each channel's "
+                                        "mean place of what lies above its centre")
+
+
 def _positive(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"{name} must be a number > 0 or 'auto', got {value!r}")
@@ -197,7 +207,7 @@ class AgentNet(nn.Module):
                  frame_centre: str = "median_feed_mean", frame_spread: bool = False,
                  running_centres: bool | str = False, head_hidden: int = 0, head_input: bool = False,
                  head_norm: bool = False, centre_basis: str = "channels", centre_observations: bool = False,
-                 frame_pool: int | str = 1, frame_extremes: bool | str = False):
+                 frame_pool: int | str = 1, frame_extremes: bool | str = False, frame_centroids: bool | str = False):
         super().__init__()
         self.observation_shape = tuple(observation_shape)
         self.num_actions = int(num_actions)
@@ -227,8 +237,9 @@ class AgentNet(nn.Module):
                              "its centre; set model.frame_spread=false")
         self.frame_spread = frame_spread
         self.frame_extremes = resolve_frame_extremes(frame_extremes, self.centre_frames)
+        self.frame_centroids = resolve_frame_centroids(frame_centroids, self.centre_frames)
         centre_inputs = self.frame_channels * ((2 if frame_centre == "median_mean" else 1) + (
-            1 if frame_spread else 0) + (2 if self.frame_extremes else 0))
+            1 if frame_spread else 0) + (2 if self.frame_extremes else 0) + (2 if self.frame_centroids else 0))
         self.running_centres = resolve_running_centres(running_centres, self.centre_frames)
         if centre_basis not in CENTRE_BASES:
             raise ValueError(f"model.centre_basis must be one of {', '.join(CENTRE_BASES)}, got {centre_basis!r}")
@@ -284,7 +295,7 @@ class AgentNet(nn.Module):
                    head_hidden=model_cfg.head_hidden, head_input=model_cfg.head_input,
                    head_norm=model_cfg.head_norm, centre_basis=model_cfg.centre_basis,
                    centre_observations=model_cfg.centre_observations, frame_pool=model_cfg.frame_pool,
-                   frame_extremes=model_cfg.frame_extremes)
+                   frame_extremes=model_cfg.frame_extremes, frame_centroids=model_cfg.frame_centroids)
 
     def freeze_stem(self) -> None:
         """Keep the stem's weights fixed (and out of the optimizer: see ``trainable_parameters``)."""
@@ -314,10 +325,12 @@ class AgentNet(nn.Module):
         over the frame (times ``input_scale``), then the C (or 2C) channel centres, unscaled
         (``inputs.centre_frame``), then with ``frame_spread`` the C channel spreads, unscaled
         (``inputs.channel_spread``), then with ``frame_extremes`` the C channel maxima and C minima, unscaled
-        (``inputs.channel_extremes``); with ``running_centres`` the centres, spreads and extremes minus their
-        running mean (``observe_frames``); with ``centre_basis: contrasts`` each group of C of them re-coded in
-        the orthonormal basis of ``inputs.helmert_basis``. With ``centre_observations`` (flat observations, stem
-        none) the observation minus its running mean (``observe_frames``), times ``input_scale``.
+        (``inputs.channel_extremes``), then with ``frame_centroids`` the C x and C y centroids, unscaled
+        (``inputs.channel_centroids``); with ``running_centres`` the centres, spreads, extremes and centroids
+        minus their running mean (``observe_frames``); with ``centre_basis: contrasts`` each group of C of them
+        re-coded in the orthonormal basis of ``inputs.helmert_basis``. With ``centre_observations`` (flat
+        observations, stem none) the observation minus its running mean (``observe_frames``), times
+        ``input_scale``.
         ``frame_stats``: ``frame_stats(features)`` where the caller has it already."""
         if self.centre_frames:
             pixels, stats = frame_stats if frame_stats is not None else self.frame_stats(features)
@@ -347,6 +360,9 @@ class AgentNet(nn.Module):
             centres = torch.cat([centres, inputs.channel_spread(pixels, self.frame_channels)], -1)
         if self.frame_extremes:
             centres = torch.cat([centres, inputs.channel_extremes(pixels, self.frame_channels)], -1)
+        if self.frame_centroids:
+            _, height, width = self.stem.frame_shape
+            centres = torch.cat([centres, inputs.channel_centroids(pixels, self.frame_channels, height, width)], -1)
         return pixels, centres
 
     @torch.no_grad()

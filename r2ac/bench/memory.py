@@ -461,7 +461,7 @@ BOOKKEEPING_KEYS = ("name", "run_dir", "seed", "total_steps", "learner.lr_schedu
 #: model keys whose value the network resolves from the observations ("auto"), and the two that only matter
 #: where frames are centred: compared as the network resolves them
 RESOLVED_MODEL_KEYS = ("input_scale", "episode_start_value", "centre_frames", "running_centres", "frame_pool",
-                       "frame_extremes")
+                       "frame_extremes", "frame_centroids")
 CENTRING_KEYS = ("frame_centre", "frame_spread", "centre_basis")
 
 
@@ -483,8 +483,9 @@ def _bookkeeping(key: str) -> bool:
 def _resolved_model(model: Dict, env: Dict) -> Dict:
     """What the network makes of a config's model section on the env's observations: the values of
     ``RESOLVED_MODEL_KEYS`` as it resolves them, and ``CENTRING_KEYS`` where it centres frames."""
-    from r2ac.agent.nets import (resolve_centre_frames, resolve_episode_start_value, resolve_frame_extremes,
-                                 resolve_frame_pool, resolve_input_scale, resolve_running_centres)
+    from r2ac.agent.nets import (resolve_centre_frames, resolve_episode_start_value, resolve_frame_centroids,
+                                 resolve_frame_extremes, resolve_frame_pool, resolve_input_scale,
+                                 resolve_running_centres)
     from r2ac.agent.stems import make_stem
     from r2ac.envs import make_config_env
 
@@ -501,7 +502,8 @@ def _resolved_model(model: Dict, env: Dict) -> Dict:
            "episode_start_value": resolve_episode_start_value(model.get("episode_start_value", "auto"), stem),
            "centre_frames": centre, "running_centres": resolve_running_centres(model.get("running_centres", "auto"),
                                                                                centre),
-           "frame_pool": pool, "frame_extremes": resolve_frame_extremes(model.get("frame_extremes", False), centre)}
+           "frame_pool": pool, "frame_extremes": resolve_frame_extremes(model.get("frame_extremes", False), centre),
+           "frame_centroids": resolve_frame_centroids(model.get("frame_centroids", False), centre)}
     if centre:
         out.update({k: model.get(k) for k in CENTRING_KEYS})
     return out

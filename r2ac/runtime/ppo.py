@@ -49,12 +49,14 @@ def build_ppo_net(cfg: Config, venv) -> PPONet:
     """The network of Elelimy et al. 2024: the tanh encoder ``ppo.encoder`` (the paper: one 64-unit layer),
     the core of ``cfg.model``, the actor and critic heads."""
     m = resolve_model(cfg)
-    if m.centre_frames is True or m.frame_spread or m.frame_extremes is True or m.running_centres is True:
-        raise ValueError("model.centre_frames=true, model.frame_spread=true, model.frame_extremes=true and "
-                         "model.running_centres=true are for raw image frames entering the IMPALA/A2C core "
-                         "(model.stem=none); PPO's input is the normalised observation (ppo.normalize_observations): "
-                         "set model.centre_frames, model.running_centres and model.frame_extremes to auto or false and "
-                         "model.frame_spread to false with algo=ppo")
+    if (m.centre_frames is True or m.frame_spread or m.frame_extremes is True or m.frame_centroids is True
+            or m.running_centres is True):
+        raise ValueError("model.centre_frames=true, model.frame_spread=true, model.frame_extremes=true, "
+                         "model.frame_centroids=true and model.running_centres=true are for raw image frames entering "
+                         "the IMPALA/A2C core (model.stem=none); PPO's input is the normalised observation "
+                         "(ppo.normalize_observations): set model.centre_frames, model.running_centres, "
+                         "model.frame_extremes and model.frame_centroids to auto or false and model.frame_spread to "
+                         "false with algo=ppo")
     if m.centre_observations:
         raise ValueError("model.centre_observations=true centres the IMPALA/A2C core's raw input; PPO normalises its "
                          "observations itself (ppo.normalize_observations): set model.centre_observations=false with "

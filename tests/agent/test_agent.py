@@ -29,16 +29,16 @@ def _net(learning="rtrl", core="elstm", dtype=torch.float64, seed=0, frozen=True
     if pixels == "observations":  # the delayed cue's vectors into the core as they are, minus their running mean
         venv = make_vec_env("cue", 3, seed, obs="vector", span=3, distractors=0.5)
         kw = dict(stem="none", centre_observations=True)
-    elif pixels:  # "<frame_centre>[+spread][+running][+contrasts][+pool2][+extremes]": frame_spread,
+    elif pixels:  # "<frame_centre>[+spread][+running][+contrasts][+pool2][+extremes][+centroids]": frame_spread,
         # running_centres, centre_basis, frame_pool (8 x 8 frames pooled by 2 into the 4 x 4 of the others),
-        # frame_extremes
+        # frame_extremes, frame_centroids
         centre, *extra = pixels.split("+")
         pool = 2 if "pool2" in extra else 1
         venv = make_vec_env("cue", 3, seed, obs="pixels", size=4 * pool, span=3, distractors=0.5)
         kw = dict(stem="none", centre_frames=True, frame_centre=centre, episode_start_input=True,
                   frame_spread="spread" in extra, running_centres="running" in extra,
                   centre_basis="contrasts" if "contrasts" in extra else "channels", frame_pool=pool,
-                  frame_extremes="extremes" in extra)
+                  frame_extremes="extremes" in extra, frame_centroids="centroids" in extra)
     else:
         venv = make_vec_env("tmaze", 3, seed, corridor_length=4)
         kw = dict(stem="mlp", stem_channels=[], stem_fc=8)
@@ -132,6 +132,7 @@ def _loss(net, outputs, traj, boot=None, target_pg=True):
     ("rtrl", False, False), ("tbptt", False, False), ("rtrl", "mean", False), ("rtrl", "median", False),
     ("rtrl", "median_mean", False), ("rtrl", "median_feed_mean", False),
     ("rtrl", "median_feed_mean+spread+running", False), ("rtrl", "median_mean+running+contrasts", False),
+    ("rtrl", "median_feed_mean+extremes+centroids+running+contrasts", False),
     ("rtrl", False, True), ("tbptt", False, True),
     ("rtrl", "median_feed_mean", True), ("rtrl", False, "norm"), ("rtrl", "observations", False)])
 def test_learner_gradient_on_shipped_trajectories_vs_full_episode_bptt(learning, pixels, head):
