@@ -14,6 +14,7 @@ elsewhere) with ``model.episode_start_input``.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional
 
@@ -134,17 +135,23 @@ def channel_centroids(centred: Tensor, channels: int, height: int, width: int) -
     if centred.shape[-1] != channels * height * width:
         raise ValueError(f"channel_centroids: {centred.shape[-1]} pixel features are not {channels} channels of "
                          f"{height} x {width}")
-    above = centred.unflatten(-1, (channels, height, width)).clamp_min(0)
-    mass = above.sum((-2, -1)).clamp_min(1.0 / 255)  # nothing above the centre: 0 / (1 / 255) = 0
-    xs = _coordinates(width, centred)
-    ys = _coordinates(height, centred)
-    return torch.cat([(above.sum(-2) * xs).sum(-1) / mass, (above.sum(-1) * ys).sum(-1) / mass], -1)
+    above = centred.unflatten(-1, (channels, height * width)).clamp_min(0)
+    grid = _place_grid(height, width, centred.dtype, centred.device)
+    moments = (above.reshape(-1, height * width) @ grid).view(*above.shape[:-1], 3)  # [..., C, 3]: mass, x, y sums
+    mass = moments[..., :1].clamp_min(1.0 / 255)  # nothing above the centre: 0 / (1 / 255) = 0
+    return (moments[..., 1:] / mass).transpose(-1, -2).flatten(-2)
 
 
-def _coordinates(n: int, like: Tensor) -> Tensor:
-    """n places from -1 to 1 (one place: 0), in ``like``'s dtype and device."""
-    half = (n - 1) / 2
-    return (torch.arange(n, dtype=like.dtype, device=like.device) - half) / max(half, 1.0)
+@functools.lru_cache(maxsize=16)
+def _place_grid(height: int, width: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """[H*W, 3]: per pixel (row-major) 1, its x and its y, each on n places from -1 to 1 (one place: 0)."""
+    def places(n):
+        half = (n - 1) / 2
+        return (torch.arange(n, dtype=torch.float64) - half) / max(half, 1.0)
+
+    ys, xs = torch.meshgrid(places(height), places(width), indexing="ij")
+    return torch.stack([torch.ones(height * width, dtype=torch.float64), xs.flatten(), ys.flatten()], -1).to(
+        dtype=dtype, device=device)
 
 
 def core_input(features: Tensor, reward: Tensor, prev_action: Tensor, *, reward_input: bool,
