@@ -126,10 +126,11 @@ class ModelConfig:
         "wherever frames are centred (centre_frames); true without centred frames is an error (docs/results.md, "
         "'A small square on a large frame')")
     frame_centroids: bool | Literal["auto"] = _f(
-        False, "2C more inputs after the extremes: each channel's centroid of what lies above its centre in the "
+        "auto", "2C more inputs after the extremes: each channel's centroid of what lies above its centre in the "
         "centred frame (its x, then its y coordinate, in [-1, 1]; 0 where nothing does), unscaled: a small "
-        "object's place as two numbers wherever it is. 'auto': on wherever frames are centred (centre_frames); "
-        "true without centred frames is an error (docs/results.md, 'Where an object is, as two numbers')")
+        "object's place as two numbers wherever it is. 'auto' (the default since 2026-11-30): on wherever frames "
+        "are centred (centre_frames); true without centred frames is an error (docs/results.md, 'Where an object "
+        "is, as two numbers')")
     centre_basis: Literal["channels", "contrasts"] = _f(
         "contrasts", "the basis in which the channel centres (and spreads) that centre_frames feeds enter the "
         "core: 'channels', one input per channel; 'contrasts', an orthonormal re-coding of each group of C: "

@@ -97,7 +97,9 @@ def test_pooled_frames_give_centroids_on_the_pooled_grid_with_running_centres_an
 
 
 def test_frame_centroids_need_centred_frames_and_load_from_configs():
-    assert load_config("configs/quickstart.yaml").model.frame_centroids is False
+    assert load_config("configs/quickstart.yaml").model.frame_centroids == "auto"
+    assert AgentNet.from_config(load_config("configs/quickstart.yaml").model, (3, 4, 4), 3).frame_centroids
+    assert not AgentNet.from_config(load_config("configs/quickstart.yaml").model, (5,), 3).frame_centroids
     check_centred_frame_flag("frame_centroids", "true, false or 'auto'")
     assert AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, frame_centroids="auto").frame_centroids
     assert not AgentNet((5,), 3, stem="none", hidden_size=4, frame_centroids="auto").frame_centroids
