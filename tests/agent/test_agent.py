@@ -861,6 +861,28 @@ def check_centred_frame_flag(key: str, allowed: str) -> None:
     assert getattr(config_from_dict(upgrade_resolved(old)).model, key) is False
 
 
+def check_statistics_after_the_centres(key: str, statistics, others: dict, sizes: tuple) -> None:
+    """A flag ``key`` that appends frame statistics after the channel centres (4 x 4 RGB frames, the centres in
+    the channels basis, no running mean): the network with it has ``sizes[1]`` more inputs than without it; its
+    features are the scaled centred pixels, the C centres, then ``statistics(centred)``; the fast 8-bit median
+    gives the same; a forward pass runs. ``others``: the other flags, on in both networks."""
+    kw = dict(stem="none", hidden_size=4, episode_start_input=True, running_centres=False, centre_basis="channels",
+              **others)
+    net, plain = AgentNet((3, 4, 4), 3, **kw, **{key: True}), AgentNet((3, 4, 4), 3, **kw)
+    assert getattr(net, key) and not getattr(plain, key)
+    assert net.feature_size == plain.feature_size + sizes[1] == 48 + 3 + sizes[0] + sizes[1]
+    obs = torch.randint(0, 256, (2, 3, 3, 4, 4), dtype=torch.uint8)
+    feats = net.features(obs)
+    centred, centres = centre_frame(feats, 3, "median_feed_mean")
+    want = torch.cat([RAW_PIXEL_INPUT_SCALE * centred, centres, *statistics(centred)], -1)
+    assert torch.allclose(net.scaled_features(feats), want)
+    _, stats = net.frame_stats(feats, obs)  # the fast 8-bit median gives the same statistics
+    assert torch.allclose(stats, want[..., 48:])
+    out, _ = net({"obs": obs, "reward": torch.zeros(2, 3), "action": torch.zeros(2, 3, dtype=torch.int64),
+                  "done": torch.zeros(2, 3, dtype=torch.bool)}, net.initial_state(3))
+    assert out["policy_logits"].shape == (2, 3, 3)
+
+
 def test_centre_observations_subtract_the_mean_of_every_observation_trained_on():
     """model.centre_observations: flat observations (stem none) enter minus their mean over every observation
     the learner has trained on, then times input_scale; the learner folds in each applied batch's new

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from r2ac.agent.inputs import centre_frame, channel_centroids, channel_extremes, helmert_basis
-from r2ac.agent.nets import RAW_PIXEL_INPUT_SCALE, AgentNet
+from r2ac.agent.nets import AgentNet
 from r2ac.config import load_config
 
-from test_agent import check_centred_frame_flag
+from test_agent import check_centred_frame_flag, check_statistics_after_the_centres
 
 
 def _frame(y: int, x: int, size: int = 16, colour=(220, 40, 40), patch: int = 3, floor: int = 0) -> torch.Tensor:
@@ -57,24 +57,10 @@ def test_channel_centroids_check_the_frame_size():
         channel_centroids(torch.zeros(48), 3, 4, 5)
 
 
-def test_the_network_feeds_the_centroids_after_the_extremes_and_moves_them_with_the_square():
-    net = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, frame_extremes=True, frame_centroids=True,
-                   episode_start_input=True, running_centres=False, centre_basis="channels")
-    plain = AgentNet((3, 4, 4), 3, stem="none", hidden_size=4, frame_extremes=True, episode_start_input=True,
-                     running_centres=False, centre_basis="channels")
-    assert net.frame_centroids and not plain.frame_centroids
-    assert net.feature_size == plain.feature_size + 6 == 48 + 3 + 6 + 6
-    obs = torch.randint(0, 256, (2, 3, 3, 4, 4), dtype=torch.uint8)
-    feats = net.features(obs)
-    centred, centres = centre_frame(feats, 3, "median_feed_mean")
-    want = torch.cat([RAW_PIXEL_INPUT_SCALE * centred, centres, channel_extremes(centred, 3),
-                      channel_centroids(centred, 3, 4, 4)], -1)
-    assert torch.allclose(net.scaled_features(feats), want)
-    _, stats = net.frame_stats(feats, obs)  # the fast 8-bit median gives the same statistics
-    assert torch.allclose(stats, want[..., 48:])
-    out, _ = net({"obs": obs, "reward": torch.zeros(2, 3), "action": torch.zeros(2, 3, dtype=torch.int64),
-                  "done": torch.zeros(2, 3, dtype=torch.bool)}, net.initial_state(3))
-    assert out["policy_logits"].shape == (2, 3, 3)
+def test_the_network_feeds_the_centroids_after_the_extremes():
+    check_statistics_after_the_centres("frame_centroids",
+                                       lambda c: [channel_extremes(c, 3), channel_centroids(c, 3, 4, 4)],
+                                       {"frame_extremes": True}, (6, 6))
 
 
 def test_pooled_frames_give_centroids_on_the_pooled_grid_with_running_centres_and_contrasts():
@@ -110,5 +96,5 @@ def test_ppo_refuses_frame_centroids():
     from r2ac.runtime.ppo import build_ppo_net
 
     venv = make_vec_env("tmaze", 2, 0)
-    with pytest.raises(ValueError, match="model.frame_centroids to auto or false"):
+    with pytest.raises(ValueError, match="model.frame_extremes and model.frame_centroids to auto or false"):
         build_ppo_net(load_config("ppo/base.yaml", ["env.id=tmaze", "model.frame_centroids=true"]), venv)
