@@ -38,9 +38,11 @@ def input_kinds(net) -> list[tuple[str, int, int]]:
     them (``AgentNet.scaled_features`` then ``inputs.core_input``)."""
     kinds, at = [], 0
     extremes = 2 * net.frame_channels if getattr(net, "frame_extremes", False) else 0
-    centres = net.feature_size - net.stem.output_size - extremes
+    centroids = 2 * net.frame_channels if getattr(net, "frame_centroids", False) else 0
+    centres = net.feature_size - net.stem.output_size - extremes - centroids
     for kind, width in (("features" if not net.centre_frames else "centred pixels", net.stem.output_size),
-                        ("frame centres", centres), ("frame extremes", extremes), ("reward", int(net.reward_input)),
+                        ("frame centres", centres), ("frame extremes", extremes), ("frame centroids", centroids),
+                        ("reward", int(net.reward_input)),
                         ("action", net.num_actions if net.prev_action_input else 0),
                         ("episode start", int(net.episode_start_input))):
         if width:

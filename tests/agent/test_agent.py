@@ -552,9 +552,9 @@ def test_input_scale_multiplies_the_features_only():
     reward, action = torch.full((1, 2), 0.5), torch.zeros(1, 2, dtype=torch.int64)
     done = torch.tensor([[False, True]])  # quickstart's episode-start flag: not scaled either
     x, x1 = net.core_input(feats, reward, action, done), plain.core_input(feats, reward, action, done)
-    F = feats.shape[-1]  # the centred pixels (model.centre_frames auto); the 3 channel means and the 6 channel
-    # extremes (model.frame_extremes auto) are not scaled
-    assert x.shape[-1] == F + 3 + 6 + 2 and torch.allclose(x[..., :F], 4.0 * x1[..., :F])
+    F = feats.shape[-1]  # the centred pixels (model.centre_frames auto); the 3 channel means, the 6 channel
+    # extremes (model.frame_extremes auto) and the 6 centroids (model.frame_centroids auto) are not scaled
+    assert x.shape[-1] == F + 3 + 6 + 6 + 2 and torch.allclose(x[..., :F], 4.0 * x1[..., :F])
     assert torch.equal(x[..., F:], x1[..., F:])
     assert torch.equal(x[..., -1], done.float() * RAW_PIXEL_EPISODE_START_VALUE)  # auto, raw pixels
     assert feats.abs().max() > 0

@@ -70,8 +70,9 @@ def _net(shape, **kw):
 def test_a_pooled_network_centres_the_pooled_frames_and_its_fast_median_is_torchs():
     net = _net((3, 64, 64))
     assert net.frame_pool == 3 and net.stem.frame_shape == (3, 22, 22) and net.centre_frames
-    # pixels, channel means, channel extremes (model.frame_extremes auto), reward, episode-start flag
-    assert net.core_input_size == 3 * 22 * 22 + 3 + 6 + 1 + 1
+    # pixels, channel means, channel extremes (model.frame_extremes auto), centroids on the pooled grid
+    # (model.frame_centroids auto), reward, episode-start flag
+    assert net.core_input_size == 3 * 22 * 22 + 3 + 6 + 6 + 1 + 1
     obs = torch.randint(0, 256, (3, 2, 3, 64, 64), dtype=torch.uint8)
     feats = net.features(obs)
     assert feats.shape == (3, 2, 3 * 22 * 22)

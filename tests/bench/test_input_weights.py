@@ -17,10 +17,10 @@ def _net(*overrides):
 def test_the_kinds_follow_the_networks_input_layout(load_tool):
     tool = load_tool("input_weights")
     assert tool.input_kinds(_net()) == [("centred pixels", 0, 768), ("frame centres", 768, 771),
-                                        ("frame extremes", 771, 777), ("reward", 777, 778),
-                                        ("episode start", 778, 779)]
+                                        ("frame extremes", 771, 777), ("frame centroids", 777, 783),
+                                        ("reward", 783, 784), ("episode start", 784, 785)]
     kinds = tool.input_kinds(_net("model.prev_action_input=true", "model.frame_spread=true",
-                                  "model.frame_extremes=false"))
+                                  "model.frame_extremes=false", "model.frame_centroids=false"))
     assert kinds == [("centred pixels", 0, 768), ("frame centres", 768, 774), ("reward", 774, 775),
                      ("action", 775, 778), ("episode start", 778, 779)]
     vector = AgentNet.from_config(load_config("configs/quickstart.yaml", ["model.hidden_size=4"]).model, (5,), 3)
@@ -38,7 +38,7 @@ def test_rows_measure_each_kind_against_the_start(load_tool, core):
                 p[:, :768] *= 10.0  # the pixels' columns grew tenfold, the rest kept
     rows = tool.rows_for("run", 5, trained, start)
     matrices = {"elstm": {"F", "Z", "O"}, "rtu": {"W1", "W2"}}[core]
-    assert {r["matrix"] for r in rows} == matrices and len(rows) == 7 * len(matrices)  # + the centres' 2 axes
+    assert {r["matrix"] for r in rows} == matrices and len(rows) == 8 * len(matrices)  # + the centres' 2 axes
     for r in rows:
         assert r["ratio"] == pytest.approx(10.0 if r["kind"] == "centred pixels" else 1.0)
         assert r["rms_initial"] > 0 and r["step"] == 5
@@ -73,7 +73,7 @@ def test_input_weights_reads_a_run(tmp_path, capsys, load_tool, tiny_run):
     with open(out, newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert {r["matrix"] for r in rows} == {"F", "Z", "O"} and int(rows[0]["step"]) > 0
-    assert {r["kind"] for r in rows} == {"centred pixels", "frame centres", "frame extremes", "reward",
-                                         "episode start", "centres: grey axis", "centres: contrast axes"}
+    assert {r["kind"] for r in rows} == {"centred pixels", "frame centres", "frame extremes", "frame centroids",
+                                         "reward", "episode start", "centres: grey axis", "centres: contrast axes"}
     # the run trained: some input weights moved, none of the initial ones is zero
     assert all(float(r["rms_initial"]) > 0 for r in rows) and any(float(r["ratio"]) != 1.0 for r in rows)
