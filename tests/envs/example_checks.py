@@ -39,3 +39,18 @@ def share_of_steps_showing(env, shows, steps: int = 400) -> float:
     (the env's span must be at least ``steps``)."""
     env.reset(seed=1)
     return sum(bool(shows(env.step(0)[0])) for _ in range(steps)) / steps
+
+
+def square_quadrant(frame: np.ndarray, colours, background: int = 0, size: int = 10, side: int = 2):
+    """The quadrant (0 top left, 1 top right, 2 bottom left, 3 bottom right) of the one ``side`` x ``side``
+    square of one of ``colours`` on a (3, H, W) frame of a uniform ``background`` level, or None where the
+    frame is all background; asserts the square is whole, of one of the colours and inside one quadrant."""
+    lit = (frame != background).any(axis=0)
+    if not lit.any():
+        return None
+    ys, xs = np.nonzero(lit)
+    assert lit.sum() == side * side and np.ptp(ys) == side - 1 and np.ptp(xs) == side - 1
+    assert any((frame[:, ys[0], xs[0]] == c).all() for c in colours)
+    half = size // 2
+    assert ys.min() // half == ys.max() // half and xs.min() // half == xs.max() // half  # inside one quadrant
+    return 2 * (ys[0] // half) + xs[0] // half
