@@ -19,13 +19,12 @@ and value heads read) at every step. Columns:
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import torch
 
-from r2ac.api import Policy, load
-from r2ac.bench.common import labelled_runs, parse_played_runs, played_runs_parser, report_table
+from r2ac.api import load
+from r2ac.bench.common import (labelled_runs, parse_played_runs, played_runs_parser, report_table,
+                               untrained_policy)
 from r2ac.evaluation import evaluate_policy
 
 COLUMNS = ("run", "core", "episodes", "steps", "units", "live", "nonzero", "all_zero")
@@ -55,21 +54,6 @@ def played_outputs(policy, episodes: int, seed: int) -> np.ndarray:
     finally:
         hook.remove()
     return torch.cat(outputs).numpy()
-
-
-def untrained_policy(run: str, seed: int) -> Policy:
-    """A :class:`Policy` of ``run``'s config (its ``config.yaml``) with freshly initialised weights."""
-    from r2ac.config import load_config
-    from r2ac.envs import make_vec_env
-    from r2ac.runtime import build_net
-
-    cfg = load_config(os.path.join(run, "config.yaml"))
-    venv = make_vec_env(cfg.env.id, 1, cfg.seed, **dict(cfg.env.options))
-    torch.manual_seed(cfg.seed)
-    net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
-    net.observation_shape = tuple(venv.observation_shape)
-    venv.close()
-    return Policy(net, cfg, seed=seed)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -151,3 +151,20 @@ def report_table(header: Sequence[str], cells: List[Sequence[str]], rows: List[D
         print("| " + " | ".join(c) + " |")
     if out:
         write_csv(out, rows, columns)
+
+
+def untrained_policy(run: str, seed: int):
+    """An ``r2ac.api.Policy`` of ``run``'s config (its ``config.yaml``) with freshly initialised weights (torch
+    seeded with the config's ``seed``): what the tools that play trained runs compare them with (``--untrained``)."""
+    from r2ac.api import Policy
+    from r2ac.config import load_config
+    from r2ac.envs import make_vec_env
+    from r2ac.runtime import build_net
+
+    cfg = load_config(os.path.join(run, "config.yaml"))
+    venv = make_vec_env(cfg.env.id, 1, cfg.seed, **dict(cfg.env.options))
+    torch.manual_seed(cfg.seed)
+    net = build_net(cfg, venv.observation_shape, venv.num_actions, load_stem=False)
+    net.observation_shape = tuple(venv.observation_shape)
+    venv.close()
+    return Policy(net, cfg, seed=seed)
