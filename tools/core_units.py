@@ -22,9 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from r2ac.api import load
-from r2ac.bench.common import (labelled_runs, parse_played_runs, played_runs_parser, report_table,
-                               untrained_policy)
+from r2ac.bench.common import UNTRAINED, parse_played_runs, played_policies, played_runs_parser, report_table
 from r2ac.evaluation import evaluate_policy
 
 COLUMNS = ("run", "core", "episodes", "steps", "units", "live", "nonzero", "all_zero")
@@ -57,11 +55,9 @@ def played_outputs(policy, episodes: int, seed: int) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
-    switches = {"--untrained": "freshly initialised weights of each run's config"}
-    a = parse_played_runs(played_runs_parser(__doc__, 32, switches), argv, "core_units")
+    a = parse_played_runs(played_runs_parser(__doc__, 32, UNTRAINED), argv, "core_units")
     rows = []
-    for run, label in labelled_runs(a.runs):
-        policy = untrained_policy(run, a.seed) if a.untrained else load(run, greedy=False, seed=a.seed)
+    for label, policy in played_policies(a):
         stats = unit_stats(played_outputs(policy, a.episodes, a.seed))
         core, activation = policy.config.model.core, getattr(policy.net.core, "activation", None)
         rows.append({"run": label, "core": f"{core} ({activation})" if activation else core,

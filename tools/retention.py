@@ -25,9 +25,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from r2ac.api import load
-from r2ac.bench.common import (labelled_runs, parse_played_runs, played_runs_parser, report_table,
-                               untrained_policy)
+from r2ac.bench.common import UNTRAINED, parse_played_runs, played_policies, played_runs_parser, report_table
 
 COLUMNS = ("run", "units", "episodes", "length", "kept_half", "kept_tenth", "kept_hundredth", "best")
 SHARES = (("kept_half", 0.5), ("kept_tenth", 0.1), ("kept_hundredth", 0.01))
@@ -94,11 +92,9 @@ def retention_stats(kept: np.ndarray, lengths: np.ndarray) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    switches = {"--untrained": "freshly initialised weights of each run's config"}
-    a = parse_played_runs(played_runs_parser(__doc__, 200, switches), argv, "retention")
+    a = parse_played_runs(played_runs_parser(__doc__, 200, UNTRAINED), argv, "retention")
     rows = []
-    for run, label in labelled_runs(a.runs):
-        policy = untrained_policy(run, a.seed) if a.untrained else load(run, greedy=False, seed=a.seed)
+    for label, policy in played_policies(a):
         rows.append({"run": label, **retention_stats(*kept_shares(policy, a.episodes, a.seed))})
     report_table(["run", "units", "episode length", "units keeping 1/2", "1/10", "1/100", "best unit keeps"],
                  [[r["run"], str(r["units"]), f"{r['length']:.0f}", f"{r['kept_half']:.0f}",

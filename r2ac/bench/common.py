@@ -153,6 +153,21 @@ def report_table(header: Sequence[str], cells: List[Sequence[str]], rows: List[D
         write_csv(out, rows, columns)
 
 
+#: the ``--untrained`` switch of the tools that play trained runs (``played_runs_parser``'s ``switches``)
+UNTRAINED = {"--untrained": "freshly initialised weights of each run's config"}
+
+
+def played_policies(a: argparse.Namespace) -> Iterator[tuple]:
+    """``(label, policy)`` for each run of a command line parsed by ``parse_played_runs``: the run's newest
+    checkpoint (sampled actions, seeded with ``--seed``), or with ``--untrained`` (``UNTRAINED``) a freshly
+    initialised network of its config (``untrained_policy``); torch on one thread, as ``labelled_runs``."""
+    from r2ac.api import load
+
+    for run, label in labelled_runs(a.runs):
+        fresh = getattr(a, "untrained", False)
+        yield label, untrained_policy(run, a.seed) if fresh else load(run, greedy=False, seed=a.seed)
+
+
 def untrained_policy(run: str, seed: int):
     """An ``r2ac.api.Policy`` of ``run``'s config (its ``config.yaml``) with freshly initialised weights (torch
     seeded with the config's ``seed``): what the tools that play trained runs compare them with (``--untrained``)."""

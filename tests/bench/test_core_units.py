@@ -29,6 +29,7 @@ def test_core_units_reads_feedforward_runs(tmp_path, capsys, load_tool, tiny_run
     run = tiny_run("cue", "{span: 3, obs: vector}", "model.core=none", "model.learning=tbptt",
                    f"model.core_options={{activation: {activation}}}")
     from r2ac.api import load
+    from r2ac.bench.common import untrained_policy
 
     y = tool.played_outputs(load(str(run)), 4, 0)
     assert y.shape == (4 * 5, 8)  # 4 episodes of span + 2 steps, 8 units
@@ -43,6 +44,6 @@ def test_core_units_reads_feedforward_runs(tmp_path, capsys, load_tool, tiny_run
     fresh = next(csv.DictReader(open(out)))
     assert fresh["core"] == row["core"] and fresh["steps"] == "20"
     trained = load(str(run)).net.core.linear.weight
-    assert not torch.equal(tool.untrained_policy(str(run), 0).net.core.linear.weight, trained)
-    assert torch.equal(tool.untrained_policy(str(run), 0).net.core.linear.weight,
-                       tool.untrained_policy(str(run), 1).net.core.linear.weight)  # seeded by the run's seed
+    assert not torch.equal(untrained_policy(str(run), 0).net.core.linear.weight, trained)
+    assert torch.equal(untrained_policy(str(run), 0).net.core.linear.weight,
+                       untrained_policy(str(run), 1).net.core.linear.weight)  # seeded by the run's seed
