@@ -39,6 +39,8 @@ def answers_by_relation(policy, span: int, episodes: int, num_envs: int = 100, s
     ``span + 1`` steps); returns {relation: (right answers, episodes)}."""
     from examples.same_place import SamePlace
 
+    from r2ac.bench.common import play_lockstep
+
     if episodes < 1 or num_envs < 1:
         raise ValueError(f"episodes and num_envs must be >= 1, got {episodes} and {num_envs}")
     envs = [SamePlace(span=span) for _ in range(num_envs)]
@@ -46,17 +48,7 @@ def answers_by_relation(policy, span: int, episodes: int, num_envs: int = 100, s
     done_episodes, rnd = 0, 0
     while done_episodes < episodes:
         n = min(num_envs, episodes - done_episodes)
-        frames = [e.reset(seed=seed + rnd * num_envs + i)[0] for i, e in enumerate(envs[:n])]
-        state, reward, done = policy.initial_state(n), None, None
-        for _ in range(span + 1):
-            obs = np.stack(frames).transpose(0, 3, 1, 2)  # channels first, as r2ac's envs give frames
-            action, state = policy.act(obs, state, reward=reward, done=done)
-            steps = [e.step(int(a)) for e, a in zip(envs[:n], action)]
-            frames = [s[0] for s in steps]
-            reward = np.array([s[1] for s in steps], np.float32)
-            done = np.array([s[2] for s in steps])
-        if not done.all():
-            raise RuntimeError("a SamePlace episode did not end at its test frame")
+        reward = play_lockstep(policy, envs[:n], span + 1, seed + rnd * num_envs)
         for env, paid in zip(envs[:n], reward):
             k = relation(*env.quadrants)
             seen[k] += 1

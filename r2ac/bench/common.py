@@ -11,6 +11,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
+import numpy as np
 import torch
 
 from r2ac.fileio import atomic_write
@@ -183,3 +184,24 @@ def untrained_policy(run: str, seed: int):
     net.observation_shape = tuple(venv.observation_shape)
     venv.close()
     return Policy(net, cfg, seed=seed)
+
+
+def play_lockstep(policy, envs: Sequence, length: int, seed: int) -> np.ndarray:
+    """Reset ``envs`` (Gymnasium envs of fixed-length episodes giving channels-last frames) with seeds ``seed``,
+    ``seed + 1``, ..., and play ``policy`` (``r2ac.api.Policy``-like: ``initial_state(n)``, ``act(obs, state,
+    reward=, done=)``) on them in lockstep for the ``length`` steps of an episode; returns the rewards of the
+    last step [len(envs)]. The envs keep the episode's state for the caller to read (what was asked, what was
+    shown). Raises if an episode did not end at its last step."""
+    frames = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
+    state, reward, done = policy.initial_state(len(envs)), None, None
+    for _ in range(length):
+        obs = np.stack(frames).transpose(0, 3, 1, 2)  # channels first, as r2ac's envs give frames
+        action, state = policy.act(obs, state, reward=reward, done=done)
+        steps = [env.step(int(a)) for env, a in zip(envs, action)]
+        frames = [s[0] for s in steps]
+        reward = np.array([s[1] for s in steps], np.float32)
+        done = np.array([s[2] for s in steps])
+    if not done.all():
+        raise RuntimeError(f"an episode of {type(envs[0]).__name__} did not end after {length} steps")
+    return reward
+
