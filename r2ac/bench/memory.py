@@ -855,7 +855,7 @@ def plot_compare_curves(curves: Dict[tuple, Dict[str, list]], path: str, thresho
                         label=f"{label} ({len(cs)} seeds)" if j == 0 else None)
         if task not in NO_THRESHOLD:
             ax.axhline(threshold, color="grey", lw=0.8, ls="--")
-        ax.set_title(f"{task}, span {span}" + ("" if method == "rtrl" else f", {method}"))
+        _panel_title(ax, f"{task}, span {span}" + ("" if method == "rtrl" else f", {method}"))
         ax.set_xlabel("M agent steps")
         ax.set_ylabel("training success (return)")
         ax.grid(alpha=0.3)
@@ -958,6 +958,15 @@ def plot_matrix(rows: List[Dict], path: str) -> None:
     plt.close(fig)
 
 
+def _panel_title(ax, title: str, width: int = 40) -> None:
+    """A panel's title; a long one (a ``gym:`` id with its options) goes on a line per comma-separated part, in
+    a smaller font, so that it is not cut at the panel's edges."""
+    if len(title) <= width:
+        ax.set_title(title)
+    else:
+        ax.set_title(title.replace(", ", ",\n"), fontsize="small")
+
+
 def _panels(n: int):
     """A figure of ``n`` panels, three to a row: (fig, axes)."""
     import matplotlib
@@ -1009,7 +1018,7 @@ def plot(runs: List[Dict], curves: Dict[str, list], path: str, threshold: float,
                 ax.plot(grid[ok] / 60, ys[:, ok].mean(0), color=f"C{i}", lw=1.8, label=f"{method} ({len(cs)} seeds)")
                 ax.fill_between(grid[ok] / 60, ys[:, ok].min(0), ys[:, ok].max(0), color=f"C{i}", alpha=0.2)
         ax.axhline(threshold, color="grey", lw=0.8, ls="--")
-        ax.set_title(f"{task}, span {span}")
+        _panel_title(ax, f"{task}, span {span}")
         ax.set_xlabel("wall time (minutes, one CPU core per run)")
         ax.set_ylabel("training success (return)")
         ax.grid(alpha=0.3)
