@@ -1,4 +1,5 @@
-"""Shared by the benchmark tests: loading a script of tools/ (not a package) as a module."""
+"""Shared by the benchmark tests: loading a script of tools/ (not a package) as a module, tiny real runs, and
+the tools that play them."""
 
 import importlib.util
 import os
@@ -35,3 +36,20 @@ def tiny_run(tmp_path):
         return run
 
     return train
+
+
+@pytest.fixture
+def played_row(load_tool, tiny_run, tmp_path):
+    """``played_row("same_place_answers", "gym:examples.same_place:SamePlace", episodes)``: that tool of tools/
+    run on a tiny run of that task (span 3) with ``--episodes`` and ``--out``; returns the first row of its CSV
+    (the tools that play trained runs)."""
+    import csv
+
+    def play(tool, env_id, episodes):
+        out = tmp_path / "played.csv"
+        run = tiny_run(env_id, "{span: 3}")
+        assert load_tool(tool).main([str(run), "--episodes", str(episodes), "--out", str(out)]) == 0
+        with open(out) as f:
+            return next(csv.DictReader(f))
+
+    return play

@@ -1,8 +1,6 @@
 """tools/same_place_answers.py: the relations of the test quadrant to the sample's, the bookkeeping of right
 answers per relation, and a real run's checkpoint played through it."""
 
-import csv
-
 import numpy as np
 import pytest
 
@@ -40,12 +38,8 @@ def test_one_answer_everywhere_is_right_exactly_where_it_should_be(load_tool, an
     assert all(abs(counts[k][1] / 600 - 1 / 6) < 0.05 for k in ("same row", "same column", "diagonal"))
 
 
-def test_a_trained_runs_checkpoint_plays_through_the_tool(load_tool, tiny_run, tmp_path):
-    tool = load_tool("same_place_answers")
-    run = tiny_run("gym:examples.same_place:SamePlace", "{span: 3}")
-    out = tmp_path / "answers.csv"
-    assert tool.main([str(run), "--episodes", "50", "--out", str(out)]) == 0
-    row = next(csv.DictReader(open(out)))
+def test_a_trained_runs_checkpoint_plays_through_the_tool(played_row):
+    row = played_row("same_place_answers", "gym:examples.same_place:SamePlace", 50)
     assert row["span"] == "3" and row["episodes"] == "50" and 0.0 <= float(row["all"]) <= 1.0
 
 

@@ -1,8 +1,6 @@
 """tools/what_was_there_answers.py: answers split by the place the pointer shows, the count of squares kept, a
 stand-in agent that keeps some squares and not others, and a real run's checkpoint played through the tool."""
 
-import csv
-
 import numpy as np
 import pytest
 
@@ -55,12 +53,8 @@ def test_kept_counts_the_way_from_chance_to_always_right(load_tool):
     assert kept([0.5, 0.5], 2) == 0.0
 
 
-def test_a_trained_runs_checkpoint_plays_through_the_tool(load_tool, tiny_run, tmp_path):
-    tool = load_tool("what_was_there_answers")
-    run = tiny_run("gym:examples.what_was_there:WhatWasThere", "{span: 3}")
-    out = tmp_path / "answers.csv"
-    assert tool.main([str(run), "--episodes", "60", "--out", str(out)]) == 0
-    row = next(csv.DictReader(open(out)))
+def test_a_trained_runs_checkpoint_plays_through_the_tool(played_row):
+    row = played_row("what_was_there_answers", "gym:examples.what_was_there:WhatWasThere", 60)
     assert row["span"] == "3" and row["episodes"] == "60"
     assert 0.0 <= float(row["all"]) <= 1.0 and 0.0 <= float(row["kept"]) <= 3.0
     assert set(row) >= {"place 0", "place 1", "place 2"}
