@@ -18,7 +18,8 @@ import sys
 
 import numpy as np
 
-from r2ac.bench.common import parse_played_runs, played_policies, played_runs_parser, print_markdown_and_csv
+from r2ac.bench.common import (parse_played_runs, play_lockstep, played_policies, played_runs_parser,
+                               print_markdown_and_csv)
 
 ENV_ID = "what_was_there:WhatWasThere"
 
@@ -27,8 +28,6 @@ def answers_by_place(policy, options: dict, episodes: int, num_envs: int = 100, 
     """Play ``episodes`` episodes of ``policy`` (``r2ac.api.Policy``-like) on ``num_envs`` WhatWasThere envs of
     ``options`` in lockstep; returns (right answers per place [items], episodes per place [items])."""
     from examples.what_was_there import WhatWasThere
-
-    from r2ac.bench.common import play_lockstep
 
     if episodes < 1 or num_envs < 1:
         raise ValueError(f"episodes and num_envs must be >= 1, got {episodes} and {num_envs}")

@@ -204,4 +204,3 @@ def play_lockstep(policy, envs: Sequence, length: int, seed: int) -> np.ndarray:
     if not done.all():
         raise RuntimeError(f"an episode of {type(envs[0]).__name__} did not end after {length} steps")
     return reward
-
