@@ -227,13 +227,20 @@ def _project_left(env: dict, project: str) -> list[str]:
     return ids + nets
 
 
+_FRAME = re.compile(r"\(\S*\+0x[0-9a-f]+\) \[0x[0-9a-f]+\]")  # a native stack frame: lib.so(sym+0x1f) [0x7f..]
+
+
 def _log_tails(env: dict, containers: list[str], lines: int = 40) -> str:
     """The last ``lines`` of each container's log, for a failure message."""
     parts = []
     for c in containers:
-        got = subprocess.run(["podman", "logs", "--tail", str(lines), c], env=env, cwd=ROOT, capture_output=True,
+        got = subprocess.run(["podman", "logs", "--tail", str(lines * 4), c], env=env, cwd=ROOT, capture_output=True,
                              text=True, timeout=60)
-        parts.append(f"--- {c} ---\n{(got.stdout + got.stderr)[-4000:]}")
+        # A native backtrace (a Ray component's failed check) is dozens of frame lines that would push the line
+        # naming the check out of the tail: keep its first frame, drop the rest.
+        log = (got.stdout + got.stderr).splitlines()
+        kept = [ln for i, ln in enumerate(log) if not (i and _FRAME.search(ln) and _FRAME.search(log[i - 1]))]
+        parts.append(f"--- {c} ---\n" + "\n".join(kept[-lines:])[-4000:])
     return "\n".join(parts)
 
 
@@ -379,8 +386,10 @@ class Cluster:
         self.wait_nodes(2)
 
     def worker(self, role: str) -> str:
-        return self.node(role, ["bash", "-c", "python docker/wait_for.py r2ac-head:6379 && exec ray start "
-                                              "--address=r2ac-head:6379 --num-cpus=2 --disable-usage-stats --block"])
+        # As the compose services do: wait for the head's health URL, join by its address (docker/wait_for.py).
+        return self.node(role, ["bash", "-c", "HEAD=$(python docker/wait_for.py --resolve r2ac-head r2ac-head:6379 "
+                                              "http://r2ac-head:8265/api/gcs_healthz) && exec ray start "
+                                              "--address=$HEAD:6379 --num-cpus=2 --disable-usage-stats --block"])
 
     def wait_nodes(self, n: int, timeout: float = 300) -> None:
         deadline = time.time() + timeout

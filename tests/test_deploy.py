@@ -33,14 +33,16 @@ JOB_ENTRY = ROOT / "deploy" / "job_entry.py"
 DOCKERFILES = sorted(DOCKER.glob("*.Dockerfile"))
 REQUIREMENTS = DOCKER / "requirements.txt"
 
-_VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
+_VAR = re.compile(r"\$\$|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
 
 
 def interpolate(value: str, env: dict[str, str] | None = None) -> str:
-    """Compose-style ${VAR}, ${VAR:-default}, ${VAR:?err} with `env` (defaults when unset)."""
+    """Compose-style ${VAR}, ${VAR:-default}, ${VAR:?err} with `env` (defaults when unset); $$ is a $."""
     env = env or {}
 
     def sub(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
         name, op, arg = m.group("name"), m.group("op"), m.group("arg") or ""
         val = env.get(name)
         if op in (":-", "-"):
@@ -104,8 +106,8 @@ def test_compose_has_head_workers_and_trainer(services):
         assert name in services, f"service {name} missing"
     head = command_text(services["ray-head"])
     assert "ray start" in head and "--head" in head and "--port=6379" in head
-    worker = command_text(services["worker"])
-    assert "ray start" in worker and "--address=ray-head:6379" in worker
+    worker = interpolate(command_text(services["worker"]))
+    assert "ray start" in worker and "--address=$HEAD:6379" in worker
     # Scalable: a replica count, and nothing that pins one container name.
     assert int(interpolate(str(services["worker"]["deploy"]["replicas"]))) >= 1
     assert "container_name" not in services["worker"]
@@ -116,17 +118,22 @@ def test_trainer_runs_r2ac_train_against_the_head_once_it_answers(services):
     assert "ray-head" in trainer["depends_on"]
     health = services["ray-head"]["healthcheck"]
     assert health["test"] and health.get("retries", 0) >= 1
-    # podman-compose runs no healthchecks: every node waits for the head's GCS port itself.
+    # podman-compose runs no healthchecks: every node waits for the head's GCS port and its health URL itself
+    # (the port opens before the GCS serves; a node that joins in between can hang or abort).
+    # Each joins by the head's address, looked up once there: on a podman network a node's own lookups could
+    # be lost while the other containers start, and its `ray start` then hung or aborted.
     for name in ("worker", "trainer", "learner"):
-        cmd = command_text(services[name])
-        assert cmd.index("python docker/wait_for.py ray-head:6379") < cmd.index("ray start"), name
+        cmd = interpolate(command_text(services[name]))
+        wait = "HEAD=$(python docker/wait_for.py --resolve ray-head ray-head:6379 http://ray-head:8265/api/gcs_healthz)"
+        assert cmd.index(wait) < cmd.index("ray start --address=$HEAD:6379"), name
+        assert "ray-head:6379" not in cmd.split(wait)[1], name  # no lookup of the name after it
     cmd = interpolate(command_text(trainer))
     assert "r2ac train configs/quickstart.yaml" in cmd
     assert "runtime.kind=ray" in cmd
     assert re.search(r"runtime\.num_actors=\d+", cmd)
-    assert "--address ray-head:6379" in cmd
+    assert "--address $HEAD:6379" in cmd
     # A Ray driver needs a raylet on its own node: the trainer joins first.
-    assert cmd.index("ray start --address=ray-head:6379") < cmd.index("r2ac train")
+    assert cmd.index("ray start --address=$HEAD:6379") < cmd.index("r2ac train")
 
 
 def test_published_ports_bind_to_localhost_only(services):
@@ -201,7 +208,7 @@ def test_images_and_builds(services):
 
 def test_example_env_documents_every_variable(compose):
     text = COMPOSE_FILE.read_text()
-    used = {m.group("name") for m in _VAR.finditer(text)}
+    used = {m.group("name") for m in _VAR.finditer(text)} - {None}  # None: a $$ (a $ for the shell)
     documented = {
         line.split("=", 1)[0]
         for line in (DOCKER / "example.env").read_text().splitlines()
@@ -529,6 +536,51 @@ def test_wait_for_names_what_did_not_answer():
     assert out.returncode == 1
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0] and "Ray head" in lines[0], out.stderr
+
+
+def test_wait_for_waits_for_the_health_url_after_the_port(tmp_path):
+    """The port answers at once; the health URL first says 503, then 200 from its third request on: wait_for.py
+    returns 0 only after that, and names the URL when it never turns 200, and a name that never resolves."""
+    import http.server
+    import socket
+    import threading
+
+    hits = []
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the name http.server calls)
+            hits.append(self.path)
+            self.send_response(200 if len(hits) >= 3 or self.path != "/api/gcs_healthz" else 503)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        url = f"http://localhost:{port}/api/gcs_healthz"
+        # --resolve: the name is looked up once, the targets are reached at its address, which is printed.
+        out = subprocess.run([sys.executable, str(DOCKER / "wait_for.py"), "--resolve", "localhost",
+                              f"localhost:{port}", url, "60"], capture_output=True, text=True, timeout=90)
+        assert out.returncode == 0 and len(hits) == 3, (out.stderr, hits)
+        assert out.stdout.strip() == socket.gethostbyname("localhost"), out.stdout
+        never = f"http://127.0.0.1:{port}/never"
+        hits.clear()
+        Health.do_GET = lambda self: (self.send_response(503), self.end_headers())
+        out = subprocess.run([sys.executable, str(DOCKER / "wait_for.py"), never, "2"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1 and never in out.stderr and "did not answer" in out.stderr, out.stderr
+    finally:
+        server.shutdown()
+    lost = subprocess.run([sys.executable, str(DOCKER / "wait_for.py"), "--resolve", "no-such-head.invalid",
+                           "no-such-head.invalid:6379", "1"], capture_output=True, text=True, timeout=60)
+    assert lost.returncode == 1 and not lost.stdout and "no-such-head.invalid (its name lookup)" in lost.stderr
+    for args in (["ray-head"], ["ray-head:6379", "--resolve"]):
+        bad = subprocess.run([sys.executable, str(DOCKER / "wait_for.py"), *args], capture_output=True, text=True,
+                             timeout=60)
+        assert bad.returncode == 2 and "usage" in bad.stderr, args
 
 
 def test_job_entry_prints_a_job_resume_hint_when_the_run_stops_early(job_entry, monkeypatch, tmp_path, capsys):
