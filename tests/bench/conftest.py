@@ -40,14 +40,14 @@ def tiny_run(tmp_path):
 
 @pytest.fixture
 def played_row(load_tool, tiny_run, tmp_path):
-    """``played_row("same_place_answers", "gym:examples.same_place:SamePlace", episodes)``: that tool of tools/
-    run on a tiny run of that task (span 3) with ``--episodes`` and ``--out``; returns the first row of its CSV
-    (the tools that play trained runs)."""
+    """``played_row("same_place_answers", "gym:examples.same_place:SamePlace", episodes[, options])``: that tool
+    of tools/ run on a tiny run of that task (``options``, span 3 by default) with ``--episodes`` and ``--out``;
+    returns the first row of its CSV (the tools that play trained runs)."""
     import csv
 
-    def play(tool, env_id, episodes):
+    def play(tool, env_id, episodes, options="{span: 3}"):
         out = tmp_path / "played.csv"
-        run = tiny_run(env_id, "{span: 3}")
+        run = tiny_run(env_id, options)
         assert load_tool(tool).main([str(run), "--episodes", str(episodes), "--out", str(out)]) == 0
         with open(out) as f:
             return next(csv.DictReader(f))
