@@ -20,8 +20,7 @@ import sys
 
 import numpy as np
 
-from r2ac.bench.common import (parse_played_runs, play_lockstep, played_policies, played_runs_parser,
-                               print_markdown_and_csv)
+from r2ac.bench.common import answers_tool_main, tally_answers
 
 ENV_ID = "last_light:LastLight"
 KINDS = ("1 light", "2 lights", "3, first = last", "3, first != last")
@@ -40,23 +39,12 @@ def answers_by_kind(policy, options: dict, episodes: int, num_envs: int = 100, s
     ``options`` in lockstep; returns (right answers per kind [4], episodes per kind [4]), kinds as in KINDS."""
     from examples.last_light import LastLight
 
-    if episodes < 1 or num_envs < 1:
+    if num_envs < 1:
         raise ValueError(f"episodes and num_envs must be >= 1, got {episodes} and {num_envs}")
     envs = [LastLight(**options) for _ in range(num_envs)]
     if envs[0].max_count > 3:
         raise ValueError(f"the kinds of episode are for max_count <= 3, got {envs[0].max_count}")
-    right, seen = np.zeros(len(KINDS)), np.zeros(len(KINDS), int)
-    done, rnd = 0, 0
-    while done < episodes:
-        n = min(num_envs, episodes - done)
-        reward = play_lockstep(policy, envs[:n], envs[0].span + 1, seed + rnd * num_envs)
-        for env, paid in zip(envs[:n], reward):
-            k = kind_of(env.lights)
-            seen[k] += 1
-            right[k] += paid
-        done += n
-        rnd += 1
-    return right, seen
+    return tally_answers(policy, envs, episodes, seed, lambda env: kind_of(env.lights), len(KINDS))
 
 
 def row_for(name: str, step: int, span: int, right, seen) -> dict:
@@ -69,21 +57,16 @@ def row_for(name: str, step: int, span: int, right, seen) -> dict:
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = played_runs_parser(__doc__, episodes=3000)
-    a = parse_played_runs(p, argv, "last_light_answers")
-    rows = []
-    for name, policy in played_policies(a):
-        if not str(policy.config.env.id).endswith(ENV_ID):
-            raise ValueError(f"{name} trained on {policy.config.env.id}, not examples/last_light.py's LastLight")
-        from examples.last_light import LastLight
+def played_row(name: str, policy, options: dict, episodes: int, seed: int) -> dict:
+    from examples.last_light import LastLight
 
-        options = dict(policy.config.env.options or {})
-        counts = answers_by_kind(policy, options, a.episodes, seed=a.seed)
-        rows.append(row_for(name, policy.step, LastLight(**options).span, *counts))
-    columns = list(rows[0]) if rows else []
-    print_markdown_and_csv(rows, columns, a.out)
-    return 0
+    counts = answers_by_kind(policy, options, episodes, seed=seed)
+    return row_for(name, policy.step, LastLight(**options).span, *counts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return answers_tool_main(__doc__, argv, "last_light_answers", ENV_ID, "examples/last_light.py's LastLight",
+                             played_row)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import argparse
 import os
 import sys
 
-import numpy as np
 
 RELATIONS = ("same", "same row", "same column", "diagonal")
 FIELDS = ("run", "step", "span", "episodes", *RELATIONS, "all")
@@ -39,22 +38,12 @@ def answers_by_relation(policy, span: int, episodes: int, num_envs: int = 100, s
     ``span + 1`` steps); returns {relation: (right answers, episodes)}."""
     from examples.same_place import SamePlace
 
-    from r2ac.bench.common import play_lockstep
+    from r2ac.bench.common import tally_answers
 
-    if episodes < 1 or num_envs < 1:
+    if num_envs < 1:
         raise ValueError(f"episodes and num_envs must be >= 1, got {episodes} and {num_envs}")
     envs = [SamePlace(span=span) for _ in range(num_envs)]
-    right, seen = np.zeros(len(RELATIONS)), np.zeros(len(RELATIONS), int)
-    done_episodes, rnd = 0, 0
-    while done_episodes < episodes:
-        n = min(num_envs, episodes - done_episodes)
-        reward = play_lockstep(policy, envs[:n], span + 1, seed + rnd * num_envs)
-        for env, paid in zip(envs[:n], reward):
-            k = relation(*env.quadrants)
-            seen[k] += 1
-            right[k] += paid
-        done_episodes += n
-        rnd += 1
+    right, seen = tally_answers(policy, envs, episodes, seed, lambda env: relation(*env.quadrants), len(RELATIONS))
     return {name: (float(right[k]), int(seen[k])) for k, name in enumerate(RELATIONS)}
 
 

@@ -18,8 +18,7 @@ import sys
 
 import numpy as np
 
-from r2ac.bench.common import (parse_played_runs, play_lockstep, played_policies, played_runs_parser,
-                               print_markdown_and_csv)
+from r2ac.bench.common import answers_tool_main, tally_answers
 
 ENV_ID = "what_was_there:WhatWasThere"
 
@@ -29,21 +28,10 @@ def answers_by_place(policy, options: dict, episodes: int, num_envs: int = 100, 
     ``options`` in lockstep; returns (right answers per place [items], episodes per place [items])."""
     from examples.what_was_there import WhatWasThere
 
-    if episodes < 1 or num_envs < 1:
+    if num_envs < 1:
         raise ValueError(f"episodes and num_envs must be >= 1, got {episodes} and {num_envs}")
     envs = [WhatWasThere(**options) for _ in range(num_envs)]
-    items = envs[0].items
-    right, seen = np.zeros(items), np.zeros(items, int)
-    done, rnd = 0, 0
-    while done < episodes:
-        n = min(num_envs, episodes - done)
-        reward = play_lockstep(policy, envs[:n], envs[0].span + 1, seed + rnd * num_envs)
-        for env, paid in zip(envs[:n], reward):
-            seen[env.cued] += 1
-            right[env.cued] += paid
-        done += n
-        rnd += 1
-    return right, seen
+    return tally_answers(policy, envs, episodes, seed, lambda env: env.cued, envs[0].items)
 
 
 def kept(shares, colours: int) -> float:
@@ -61,23 +49,17 @@ def row_for(name: str, step: int, span: int, colours: int, right, seen) -> dict:
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = played_runs_parser(__doc__, episodes=3000)
-    a = parse_played_runs(p, argv, "what_was_there_answers")
-    rows = []
-    for name, policy in played_policies(a):
-        if not str(policy.config.env.id).endswith(ENV_ID):
-            raise ValueError(f"{name} trained on {policy.config.env.id}, not examples/what_was_there.py's "
-                             "WhatWasThere")
-        from examples.what_was_there import WhatWasThere
+def played_row(name: str, policy, options: dict, episodes: int, seed: int) -> dict:
+    from examples.what_was_there import WhatWasThere
 
-        options = dict(policy.config.env.options or {})
-        env = WhatWasThere(**options)
-        counts = answers_by_place(policy, options, a.episodes, seed=a.seed)
-        rows.append(row_for(name, policy.step, env.span, env.n_colours, *counts))
-    columns = list(rows[0]) if rows else []
-    print_markdown_and_csv(rows, columns, a.out)
-    return 0
+    env = WhatWasThere(**options)
+    counts = answers_by_place(policy, options, episodes, seed=seed)
+    return row_for(name, policy.step, env.span, env.n_colours, *counts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return answers_tool_main(__doc__, argv, "what_was_there_answers", ENV_ID,
+                             "examples/what_was_there.py's WhatWasThere", played_row)
 
 
 if __name__ == "__main__":

@@ -204,3 +204,40 @@ def play_lockstep(policy, envs: Sequence, length: int, seed: int) -> np.ndarray:
     if not done.all():
         raise RuntimeError(f"an episode of {type(envs[0]).__name__} did not end after {length} steps")
     return reward
+
+
+def answers_tool_main(doc: str, argv, tool: str, env_id: str, task: str, row_of: Callable,
+                      episodes: int = 3000) -> int:
+    """The main of a tool that splits a task's right answers (tools/*_answers.py): each run's newest checkpoint
+    (``played_policies``) must have trained on an env whose id ends in ``env_id`` (else a ValueError naming
+    ``task``); ``row_of(label, policy, options, episodes, seed)`` gives its row; the rows are printed and, with
+    ``--out``, written (``print_markdown_and_csv``)."""
+    a = parse_played_runs(played_runs_parser(doc, episodes=episodes), argv, tool)
+    rows = []
+    for name, policy in played_policies(a):
+        if not str(policy.config.env.id).endswith(env_id):
+            raise ValueError(f"{name} trained on {policy.config.env.id}, not {task}")
+        rows.append(row_of(name, policy, dict(policy.config.env.options or {}), a.episodes, a.seed))
+    print_markdown_and_csv(rows, list(rows[0]) if rows else [], a.out)
+    return 0
+
+
+def tally_answers(policy, envs: Sequence, episodes: int, seed: int, group_of: Callable, groups: int) -> tuple:
+    """Play ``episodes`` episodes of ``policy`` on ``envs`` (fixed-length episodes of ``envs[0].span + 1`` steps)
+    in rounds of ``play_lockstep``, round r seeded from ``seed + r * len(envs)``; each episode is counted in group
+    ``group_of(env)`` (0 .. ``groups`` - 1, read off the env after its episode). Returns (right answers per group
+    [groups], episodes per group [groups])."""
+    if episodes < 1 or not envs:
+        raise ValueError(f"episodes and num_envs must be >= 1, got {episodes} and {len(envs)}")
+    right, seen = np.zeros(groups), np.zeros(groups, int)
+    done, rnd = 0, 0
+    while done < episodes:
+        n = min(len(envs), episodes - done)
+        reward = play_lockstep(policy, envs[:n], envs[0].span + 1, seed + rnd * len(envs))
+        for env, paid in zip(envs[:n], reward):
+            k = group_of(env)
+            seen[k] += 1
+            right[k] += paid
+        done += n
+        rnd += 1
+    return right, seen

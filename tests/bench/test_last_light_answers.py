@@ -44,9 +44,14 @@ def test_the_light_kept_is_told_by_the_kinds_answered(load_tool, which, expected
     assert row["overwrites"] == pytest.approx({"last": 1.0, "first": 0.0, None: 1 / 3}[which], abs=0.06)
 
 
-def test_kinds_of_episode(load_tool):
-    kind_of = load_tool("last_light_answers").kind_of
-    assert [kind_of(x) for x in ({4: 2}, {1: 0, 5: 1}, {0: 1, 2: 0, 3: 1}, {0: 1, 2: 0, 3: 2})] == [0, 1, 2, 3]
+def test_kinds_of_episode_and_bad_counts(load_tool):
+    tool = load_tool("last_light_answers")
+    assert [tool.kind_of(x) for x in ({4: 2}, {1: 0, 5: 1}, {0: 1, 2: 0, 3: 1}, {0: 1, 2: 0, 3: 2})] == [0, 1, 2, 3]
+    for episodes, num_envs in ((0, 4), (4, 0)):
+        with pytest.raises(ValueError, match="episodes and num_envs must be >= 1"):
+            tool.answers_by_kind(Keeper("last"), {"span": 12}, episodes=episodes, num_envs=num_envs)
+    with pytest.raises(ValueError, match="max_count <= 3"):
+        tool.answers_by_kind(Keeper("last"), {"span": 12, "max_count": 4}, episodes=4)
 
 
 def test_a_trained_runs_checkpoint_plays_through_the_tool(played_row):

@@ -25,6 +25,19 @@ def light_task_frames(task: str, span: int, n: int):
     return venv, span_frames(venv, span)
 
 
+def light_colour(frame: np.ndarray, colours):
+    """The index in ``colours`` of the 2x2 light on a (3, H, W) frame, or None for a black frame; asserts the frame
+    is one whole light on black otherwise (the light tasks' frames)."""
+    if not frame.any():
+        return None
+    for c, rgb in enumerate(colours):
+        lit = (frame == rgb[:, None, None]).all(axis=0)
+        if lit.any():
+            assert lit.sum() == 4 and (frame[:, ~lit] == 0).all()  # one 2x2 light on black
+            return c
+    raise AssertionError("a frame that is neither black nor a light")
+
+
 def answer_the_query(venv, right, wrong, episode_length: int) -> None:
     """Answer the query of an even number of envs, right in the even-numbered ones and wrong in the others: every
     episode must end there, pay 1 for exactly the right answers, and have lasted ``episode_length`` steps."""

@@ -7,7 +7,7 @@ import pytest
 
 from r2ac.envs.gym_env import import_user_module
 
-from example_checks import answer_the_query, light_task_frames
+from example_checks import answer_the_query, light_colour, light_task_frames
 
 _example = import_user_module("examples.last_light")
 COLOURS, QUERY, LastLight = _example.COLOURS, _example.QUERY, _example.LastLight
@@ -17,14 +17,7 @@ TASK = "gym:examples.last_light:LastLight"
 
 def colour_shown(frame: np.ndarray):
     """The colour index of the 2x2 light on a (3, H, W) frame, or None for a black frame."""
-    if not frame.any():
-        return None
-    for c, rgb in enumerate(COLOURS):
-        lit = (frame == rgb[:, None, None]).all(axis=0)
-        if lit.any():
-            assert lit.sum() == 4 and (frame[:, ~lit] == 0).all()  # one 2x2 light on black
-            return c
-    raise AssertionError("a frame that is neither black nor a light")
+    return light_colour(frame, COLOURS)
 
 
 def test_lights_in_the_window_then_the_query_pays_only_the_last_colour():
