@@ -15,18 +15,13 @@ COLOURS, QUERY, LastLight = _example.COLOURS, _example.QUERY, _example.LastLight
 TASK = "gym:examples.last_light:LastLight"
 
 
-def colour_shown(frame: np.ndarray):
-    """The colour index of the 2x2 light on a (3, H, W) frame, or None for a black frame."""
-    return light_colour(frame, COLOURS)
-
-
 def test_lights_in_the_window_then_the_query_pays_only_the_last_colour():
     span, n = 8, 8
     venv, frames = light_task_frames(TASK, span, n)
     wrong = np.zeros(n, int)
     lasts, firsts = [], []
     for e in range(n):
-        shown = [(t, colour_shown(f[e])) for t, f in enumerate(frames)]
+        shown = [(t, light_colour(f[e], COLOURS)) for t, f in enumerate(frames)]
         lights = [(t, c) for t, c in shown if c is not None]
         assert 1 <= len(lights) <= 3 and all(t < span // 2 for t, _ in lights)  # only in the window
         assert all(a[1] != b[1] for a, b in zip(lights, lights[1:]))  # never one colour twice in a row

@@ -15,18 +15,13 @@ COLOURS, QUERY, WhichFirst = _example.COLOURS, _example.QUERY, _example.WhichFir
 TASK = "gym:examples.which_first:WhichFirst"
 
 
-def colour_shown(frame: np.ndarray):
-    """The colour index of the 2x2 light on a (3, H, W) frame, or None for a black frame."""
-    return light_colour(frame, COLOURS)
-
-
 def test_two_lights_of_two_colours_then_the_query_pays_only_the_first_colour():
     span, n = 6, 8
     venv, frames = light_task_frames(TASK, span, n)
     wrong = np.zeros(n, int)
     firsts, seconds = [], []
     for e in range(n):
-        shown = [c for c in (colour_shown(f[e]) for f in frames) if c is not None]
+        shown = [c for c in (light_colour(f[e], COLOURS) for f in frames) if c is not None]
         assert len(shown) == 2 and shown[0] != shown[1]
         firsts.append(shown[0])
         seconds.append(shown[1])
