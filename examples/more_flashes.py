@@ -15,6 +15,9 @@ and a flash on the first frame has to count at the query exactly as much as one 
 that keeps only the side of the last flash (or of the first) is right on every episode with one flash, and on
 about 3/4 of those with three.
 
+``window`` (added after the first runs; its default, ``span``, is the task as they ran it) puts every flash on the
+first ``window`` frames, at least ``span - window`` frames before the query.
+
     r2ac train configs/quickstart.yaml env.id=gym:examples.more_flashes:MoreFlashes "env.options={span: 150}" \
         total_steps=5000000
     r2ac bench memory --tasks gym:examples.more_flashes:MoreFlashes --seeds 0,1,2 --minutes 10 --steps 0 \
@@ -37,17 +40,23 @@ class MoreFlashes(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, span: int = 150, size: int = 16, light: int = 3, max_count: int = 5) -> None:
+    def __init__(self, span: int = 150, size: int = 16, light: int = 3, max_count: int = 5,
+                 window: int | None = None) -> None:
         if max_count < 1 or max_count % 2 == 0:
             raise ValueError(f"max_count must be an odd number >= 1 (flashes per episode: 1, 3, .. max_count, "
                              f"so that one side always has more), got {max_count}")
         if not max_count <= span:
             raise ValueError(f"span must be >= max_count ({max_count}) so that every flash has a frame of its own, "
                              f"got {span} (give a longer span or a smaller max_count)")
+        window = span if window is None else int(window)
+        if not max_count <= window <= span:
+            raise ValueError(f"window must be in max_count ({max_count}) .. span ({span}): the flashes come on the "
+                             f"first window frames, got {window}")
         if not 1 <= light <= size // 2:
             raise ValueError(f"light must be in 1 .. size // 2 ({size // 2}) so that a flash fits in one half of "
                              f"the frame, got {light}")
         self.span, self.size, self.light, self.max_count = int(span), int(size), int(light), int(max_count)
+        self.window = window
         self.observation_space = gym.spaces.Box(0, 255, (self.size, self.size, 3), np.uint8)
         self.action_space = gym.spaces.Discrete(2)
         self.t = 0
@@ -73,7 +82,7 @@ class MoreFlashes(gym.Env):
         super().reset(seed=seed)
         self.t = 0
         count = 2 * int(self.np_random.integers(0, (self.max_count + 1) // 2)) + 1
-        times = self.np_random.choice(self.span, count, replace=False)
+        times = self.np_random.choice(self.window, count, replace=False)
         self.flashes = {int(t): int(self.np_random.integers(2)) for t in times}
         return self._frame(), {}
 

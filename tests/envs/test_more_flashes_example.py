@@ -61,6 +61,16 @@ def test_every_count_side_margin_and_frame_comes_up():
     assert last_in_minority > 40  # keeping the last flash's side is wrong in many episodes
 
 
+def test_a_window_keeps_every_flash_on_its_first_frames():
+    assert MoreFlashes(span=150).window == 150
+    env = MoreFlashes(span=20, window=6)
+    when = set()
+    for seed in range(200):
+        env.reset(seed=seed)
+        when |= set(env.flashes)
+    assert when == set(range(6))
+
+
 def test_the_answer_is_the_side_with_more():
     env = MoreFlashes(span=10)
     for flashes, answer in (({3: 1}, 1), ({0: 0, 4: 1, 9: 0}, 0), ({1: 1, 2: 1, 5: 0, 6: 0, 8: 1}, 1)):
@@ -70,7 +80,8 @@ def test_the_answer_is_the_side_with_more():
 
 @pytest.mark.parametrize("options, word", [({"max_count": 0}, "max_count"), ({"max_count": 4}, "odd"),
                                            ({"span": 4}, "span"), ({"light": 0}, "light"),
-                                           ({"light": 9}, "light")])
+                                           ({"light": 9}, "light"), ({"window": 4}, "window"),
+                                           ({"window": 151}, "window")])
 def test_bad_options_are_refused_by_name(options, word):
     with pytest.raises(ValueError, match=word):
         MoreFlashes(**options)
