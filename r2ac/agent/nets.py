@@ -304,6 +304,12 @@ class AgentNet(nn.Module):
             p.requires_grad_(False)
         self.stem.eval()
 
+    def freeze_core(self) -> None:
+        """Keep the core's weights as initialised (``model.freeze_core``): no gradient reaches them and the
+        optimizer leaves them out (``trainable_parameters``); only what reads the core's output learns."""
+        for p in self.core.parameters():
+            p.requires_grad_(False)
+
     def trainable_parameters(self):
         return [p for p in self.parameters() if p.requires_grad]
 

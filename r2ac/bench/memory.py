@@ -54,7 +54,9 @@ for the task.
 Methods (``--methods``): ``rtrl`` (the config as is), ``tbptt`` (truncated at the same M), ``tbptt-full``
 (M = the episode length, full BPTT where memory allows; its envs start in step, ``env.desync=false``, so each
 segment is one whole episode: out of step a segment would cut every episode in two), ``feedforward``
-(``model.core=none``), ``a2c`` (the synchronous reference learner with Adam, ``r2ac.agent.a2c``).
+(``model.core=none``), ``reservoir`` (the core kept as initialised, ``model.freeze_core``, and only the heads
+trained, truncated at the same M: what a fixed random memory and a trained read-out of it give), ``a2c`` (the
+synchronous reference learner with Adam, ``r2ac.agent.a2c``).
 
 Writes ``<out>/memory_runs.csv`` (one row per run), ``<out>/memory.csv`` (medians over seeds),
 ``<out>/memory.md`` (the per-seed table of docs/results.md),
@@ -105,7 +107,7 @@ TASKS: Dict[str, tuple] = {
     "keydoor-noise": ("keydoor", lambda s: {"span": s, "obs": "pixels", "distractors": 0.5}, lambda s: s + 2),
     "keydoor-vector-noise": ("keydoor", lambda s: {"span": s, "obs": "vector", "distractors": 0.5}, lambda s: s + 2),
 }
-METHODS = ("rtrl", "tbptt", "tbptt-full", "feedforward", "a2c")
+METHODS = ("rtrl", "tbptt", "tbptt-full", "feedforward", "reservoir", "a2c")
 RUN_COLUMNS = ["task", "span", "method", "seed", "status", "steps", "wall_s", "steps_per_s", "solved_s",
                "solved_steps", "best", "final", "held", "settled", "fresh", "options"]
 SUMMARY_COLUMNS = ["task", "span", "method", "seeds", "solved", "median_solved_min", "max_solved_min",
@@ -216,6 +218,8 @@ def method_overrides(method: str, episode_steps: int, num_envs: int) -> List[str
         return ["model.learning=tbptt", f"learner.unroll_length={episode_steps}", "env.desync=false"]
     if method == "feedforward":
         return ["model.core=none", "model.learning=tbptt"]
+    if method == "reservoir":
+        return ["model.learning=tbptt", "model.freeze_core=true"]
     if method == "a2c":
         return ["algo=a2c", "learner.optimizer=adam", f"learner.batch_size={num_envs}", "runtime.num_actors=1"]
     raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")

@@ -307,7 +307,8 @@ _ADDED_KEYS = (("model", "carry_inputs_across_episodes", True), ("model", "episo
               ("learner", "target_warmup_steps", 0), ("learner", "weight_decay", 0.0),
               ("model", "centre_basis", "channels"), ("model", "centre_observations", False),
               ("model", "frame_pool", 1), ("model", "frame_extremes", False),
-              ("env", "frame_stack", 1), ("model", "frame_centroids", False))
+              ("env", "frame_stack", 1), ("model", "frame_centroids", False),
+              ("model", "freeze_core", False))
 
 
 def upgrade_resolved(d: dict) -> dict:

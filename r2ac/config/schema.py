@@ -94,6 +94,9 @@ class ModelConfig:
     core: str = _f("elstm", "recurrent core name (see r2ac.cores)", nonempty=True)
     hidden_size: int = _f(512, "recurrent state size", gt=0)
     learning: Literal["rtrl", "tbptt"] = _f("rtrl", "how the core's gradients are computed")
+    freeze_core: bool = _f(
+        False, "keep the core's weights as initialised, out of the optimizer (with model.learning=tbptt): a fixed "
+        "random memory of which only the read-out (the heads) learns, the 'reservoir' method of r2ac bench memory")
     core_options: dict = _f({}, "free-form keyword arguments for the core constructor")
     reward_input: bool = _f(True, "feed the previous reward to the core")
     carry_inputs_across_episodes: bool = _f(
@@ -655,6 +658,11 @@ def _check_cross(cfg: Config, errors: list[str]) -> None:
         errors.append(
             "stem.freeze: true needs a pretrained stem: set stem.path to a checkpoint "
             "(or stem.freeze=false)"
+        )
+    if cfg.model.freeze_core and cfg.model.learning == "rtrl":
+        errors.append(
+            "model.freeze_core: true keeps the core's weights fixed, so RTRL's sensitivities would be computed for "
+            "no gradient; set model.learning=tbptt (or model.freeze_core=false)"
         )
     if cfg.model.stem == "none" and cfg.stem.path:
         errors.append("stem.path: is set but model.stem is 'none'; remove stem.path or pick a stem")

@@ -66,6 +66,8 @@ def build_net(cfg: Config, observation_shape, num_actions, load_stem: bool = Tru
             raise ConfigError(str(e)) from e
     if cfg.stem.freeze:
         net.freeze_stem()
+    if cfg.model.freeze_core:
+        net.freeze_core()
     return net
 
 

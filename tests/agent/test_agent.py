@@ -1079,3 +1079,32 @@ def test_update_log_writes_a_row_per_update_and_resumes(tmp_path):
     assert not os.path.exists(tmp_path / "plain" / "updates.csv")
     with pytest.raises(ConfigError, match="logger.update_log"):
         _cfg(tmp_path, "algo=ppo", "logger.update_log=true")
+
+
+def test_a_frozen_core_keeps_its_initial_weights_while_the_heads_learn():
+    """model.freeze_core (the bench's 'reservoir' method): the core's weights stay as initialised and out of the
+    optimizer, with learning=tbptt; the heads reading the core's output still learn; with RTRL it is refused."""
+    from r2ac.runtime import build_net
+
+    cfg = load_config("configs/quickstart.yaml", ["env.id=tmaze", "env.options={corridor_length: 4}",
+                                                 "model.hidden_size=6", "model.learning=tbptt",
+                                                 "model.freeze_core=true"])
+    venv = make_vec_env("tmaze", 3, 0, corridor_length=4)
+    torch.manual_seed(0)
+    net = build_net(cfg, venv.observation_shape, venv.num_actions)
+    core = {k: v.clone() for k, v in net.core.state_dict().items()}
+    heads = {k: v.clone() for k, v in net.state_dict().items() if not k.startswith("core.")}
+    assert core and not any(p.requires_grad for p in net.core.parameters())
+    assert {id(p) for p in net.trainable_parameters()} == {id(p) for p in net.parameters()} - {
+        id(p) for p in net.core.parameters()}
+    actor = Actor(copy.deepcopy(net), venv, M, seed=4)
+    batch = concat([actor.rollout() for _ in range(4)])
+    learner = Learner(net, cfg.learner, 10**6)
+    for _ in range(3):
+        stats = learner.update(batch)
+    assert learner.updates == 3 and stats["grad_norm"] > 0
+    assert all(torch.equal(core[k], v) for k, v in net.core.state_dict().items())
+    moved = [k for k, v in net.state_dict().items() if k in heads and not torch.equal(heads[k], v)]
+    assert any("policy" in k for k in moved) and any("baseline" in k or "value" in k for k in moved), moved
+    with pytest.raises(ConfigError, match="model.freeze_core: true .* set model.learning=tbptt"):
+        load_config("configs/quickstart.yaml", ["model.freeze_core=true"])
