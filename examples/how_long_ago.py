@@ -14,8 +14,8 @@ between the flash and the query (a trace that fades at the right pace, or a cloc
 comes), and a flash near the middle of the episode has to be told apart from one a few frames to the other side
 of it. With ``gap`` = 0 (the default) nothing keeps flashes away from the middle. Quickstart's settings learned it
 at span 150 in 0.30-0.36 M agent steps, half a minute on 2 cores, at span 1000 in 1.44-2.74 M (2.6-4.6 minutes) and
-at span 3000 in 4.6 and 6.3 M (7.9 and 11.2 minutes); TBPTT with the same M learned it at span 150 in 4.9x the
-steps, not at 500 or 1000 in 10 minutes (docs/results.md, "How long ago the light flashed").
+at span 3000 in 4.6-6.3 M (7.9-11.2 minutes); TBPTT with the same M learned it at span 150 in 4.9x and 10x the
+steps (2 seeds), not at 500 or 1000 in 10 minutes (docs/results.md, "How long ago the light flashed").
 
     r2ac train configs/quickstart.yaml env.id=gym:examples.how_long_ago:HowLongAgo "env.options={span: 150}" \
         total_steps=5000000
