@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from r2ac.bench.common import answers_tool_main, tally_answers
+from r2ac.bench.common import answers_tool_main, share_right as share, tally_answers
 
 ENV_ID = "how_long_ago:HowLongAgo"
 TENTHS = tuple(f"{10 * k}-{10 * k + 10}%" for k in range(10))
@@ -46,10 +46,6 @@ def answers_by_group(policy, options: dict, episodes: int, num_envs: int = 100, 
 
 def row_for(name: str, step: int, span: int, right, seen) -> dict:
     right, seen = np.asarray(right, float).reshape(10, 2), np.asarray(seen).reshape(10, 2)
-
-    def share(r, s):
-        return float(r.sum() / s.sum()) if s.sum() else float("nan")
-
     row = {"run": name, "step": step, "span": span, "episodes": int(seen.sum())}
     row.update({tenth: share(right[k], seen[k]) for k, tenth in enumerate(TENTHS)})
     row["all"] = share(right, seen)

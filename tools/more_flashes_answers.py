@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from r2ac.bench.common import answers_tool_main, tally_answers
+from r2ac.bench.common import answers_tool_main, share_right as share, tally_answers
 
 ENV_ID = "more_flashes:MoreFlashes"
 KINDS = ("1", "3: 2-1", "3: 3-0", "5: 3-2", "5: 4-1", "5: 5-0")  # for max_count 5
@@ -63,10 +63,6 @@ def answers_by_group(policy, options: dict, episodes: int, num_envs: int = 100, 
 def row_for(name: str, step: int, span: int, right, seen) -> dict:
     shape = (len(KINDS), 2, 2, 2)  # kind, all in the first half, last outvoted, first outvoted
     right, seen = np.asarray(right, float).reshape(shape), np.asarray(seen).reshape(shape)
-
-    def share(r, s):
-        return float(r.sum() / s.sum()) if s.sum() else float("nan")
-
     row = {"run": name, "step": step, "span": span, "episodes": int(seen.sum())}
     row.update({kind: share(right[k], seen[k]) for k, kind in enumerate(KINDS)})
     row["all"] = share(right, seen)

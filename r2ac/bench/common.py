@@ -222,6 +222,13 @@ def answers_tool_main(doc: str, argv, tool: str, env_id: str, task: str, row_of:
     return 0
 
 
+def share_right(right, seen) -> float:
+    """The share answered right of the episodes counted in ``seen`` (arrays of ``tally_answers``' groups, or any
+    slice of them): ``right.sum() / seen.sum()``, nan where no episode was seen (the answers tools' columns)."""
+    total = seen.sum()
+    return float(right.sum() / total) if total else float("nan")
+
+
 def tally_answers(policy, envs: Sequence, episodes: int, seed: int, group_of: Callable, groups: int) -> tuple:
     """Play ``episodes`` episodes of ``policy`` on ``envs`` (fixed-length episodes of ``envs[0].span + 1`` steps)
     in rounds of ``play_lockstep``, round r seeded from ``seed + r * len(envs)``; each episode is counted in group

@@ -7,7 +7,7 @@ import pytest
 
 from r2ac.envs.gym_env import import_user_module
 
-from example_checks import answer_the_query, span_frames
+from example_checks import answer_the_query, light_task_frames
 
 _example = import_user_module("examples.how_long_ago")
 LIGHT, QUERY, HowLongAgo = _example.LIGHT, _example.QUERY, _example.HowLongAgo
@@ -26,12 +26,8 @@ def is_flash(frame: np.ndarray) -> bool:
 
 
 def test_one_flash_among_the_span_frames_then_the_query_pays_only_its_half():
-    from r2ac.envs import make_vec_env
-
     span, n = 9, 8
-    venv = make_vec_env(TASK, n, 0, span=span, size=10, light=2)
-    assert venv.observation_shape == (3, 10, 10) and venv.num_actions == 2
-    frames = span_frames(venv, span)
+    venv, frames = light_task_frames(TASK, span, n, actions=2)
     late = []
     for e in range(n):
         when = [t for t, f in enumerate(frames) if is_flash(f[e])]

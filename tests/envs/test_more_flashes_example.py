@@ -7,7 +7,7 @@ import pytest
 
 from r2ac.envs.gym_env import import_user_module
 
-from example_checks import answer_the_query, span_frames
+from example_checks import answer_the_query, light_task_frames
 
 _example = import_user_module("examples.more_flashes")
 LIGHT, QUERY, MoreFlashes = _example.LIGHT, _example.QUERY, _example.MoreFlashes
@@ -27,12 +27,8 @@ def flash_side(frame: np.ndarray):
 
 
 def test_flashes_among_the_span_frames_then_the_query_pays_only_the_side_with_more():
-    from r2ac.envs import make_vec_env
-
     span, n = 9, 8
-    venv = make_vec_env(TASK, n, 0, span=span, size=10, light=2)
-    assert venv.observation_shape == (3, 10, 10) and venv.num_actions == 2
-    frames = span_frames(venv, span)
+    venv, frames = light_task_frames(TASK, span, n, actions=2)
     majority = []
     for e in range(n):
         sides = [s for s in (flash_side(f[e]) for f in frames) if s is not None]
