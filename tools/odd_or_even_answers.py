@@ -1,0 +1,68 @@
+"""Whether a trained agent keeps the parity of examples/odd_or_even.py's flashes: its answers split by the number
+of flashes and by whether they all came in the first half of the episode (docs/results.md, "Odd or even").
+
+    python tools/odd_or_even_answers.py RUN_DIR [RUN_DIR ...] [--episodes 3000] [--seed S] [--out CSV]
+
+Each run's newest checkpoint plays ``--episodes`` episodes (sampled actions, fresh envs at the run's span and
+options). The share answered right is given per number of flashes ("1" .. "6" for the default ``max_count``),
+``odd`` and ``even`` over the odd and the even counts, and ``all in the first half`` over the episodes whose every
+flash came at least ``span / 2`` frames before the query. Read side by side, the counts tell what the agent
+keeps: one that keeps the parity (or the whole count) is right on every count; one that counts up to 3 and no
+further, on 1-3 and on 5 (it says "odd" from the third flash on) and never on 4 or 6; one that says "odd" when it
+saw any flash, on the odd counts only; one that keeps nothing, on half of every count.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from r2ac.bench.common import answers_tool_main, share_right as share, tally_answers
+
+ENV_ID = "odd_or_even:OddOrEven"
+
+
+def group_of(flashes, span: int) -> int:
+    """The episode's group: 2 times (the number of ``flashes`` - 1), plus 1 if every flash came in the first half of
+    the ``span`` frames."""
+    return 2 * (len(flashes) - 1) + int(2 * max(flashes) < span)
+
+
+def answers_by_group(policy, options: dict, episodes: int, num_envs: int = 100, seed: int = 0) -> tuple:
+    """Play ``episodes`` episodes of ``policy`` (``r2ac.api.Policy``-like) on ``num_envs`` OddOrEven envs of
+    ``options`` in lockstep; returns (right answers per group [2 max_count], episodes per group), groups as in
+    ``group_of``."""
+    from examples.odd_or_even import OddOrEven
+
+    envs = [OddOrEven(**options) for _ in range(num_envs)]
+    groups = 2 * (envs[0].max_count if envs else 1)
+    return tally_answers(policy, envs, episodes, seed, lambda env: group_of(env.flashes, env.span), groups)
+
+
+def row_for(name: str, step: int, span: int, right, seen) -> dict:
+    right, seen = np.asarray(right, float).reshape(-1, 2), np.asarray(seen).reshape(-1, 2)
+    row = {"run": name, "step": step, "span": span, "episodes": int(seen.sum())}
+    row.update({str(k + 1): share(right[k], seen[k]) for k in range(len(seen))})
+    row["all"] = share(right, seen)
+    row["odd"], row["even"] = share(right[0::2], seen[0::2]), share(right[1::2], seen[1::2])
+    row["all in the first half"] = share(right[:, 1], seen[:, 1])
+    return row
+
+
+def played_row(name: str, policy, options: dict, episodes: int, seed: int) -> dict:
+    from examples.odd_or_even import OddOrEven
+
+    counts = answers_by_group(policy, options, episodes, seed=seed)
+    return row_for(name, policy.step, OddOrEven(**options).span, *counts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return answers_tool_main(__doc__, argv, "odd_or_even_answers", ENV_ID, "examples/odd_or_even.py's OddOrEven",
+                             played_row)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.getcwd())  # examples/ from the repository root, as r2ac's gym: ids find it
+    sys.exit(main())
