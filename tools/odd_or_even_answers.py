@@ -22,6 +22,7 @@ import numpy as np
 from r2ac.bench.common import answers_tool_main, share_right as share, tally_answers
 
 ENV_ID = "odd_or_even:OddOrEven"
+SHOWN = 6  # the default max_count
 
 
 def group_of(flashes, span: int) -> int:
@@ -44,7 +45,9 @@ def answers_by_group(policy, options: dict, episodes: int, num_envs: int = 100, 
 def row_for(name: str, step: int, span: int, right, seen) -> dict:
     right, seen = np.asarray(right, float).reshape(-1, 2), np.asarray(seen).reshape(-1, 2)
     row = {"run": name, "step": step, "span": span, "episodes": int(seen.sum())}
-    row.update({str(k + 1): share(right[k], seen[k]) for k in range(len(seen))})
+    # counts 1 .. 6 at least, so that runs of a smaller max_count share the default's columns (nan where unplayed)
+    row.update({str(k + 1): share(right[k], seen[k]) if k < len(seen) else float("nan")
+                for k in range(max(len(seen), SHOWN))})
     row["all"] = share(right, seen)
     row["odd"], row["even"] = share(right[0::2], seen[0::2]), share(right[1::2], seen[1::2])
     row["all in the first half"] = share(right[:, 1], seen[:, 1])

@@ -211,14 +211,15 @@ def answers_tool_main(doc: str, argv, tool: str, env_id: str, task: str, row_of:
     """The main of a tool that splits a task's right answers (tools/*_answers.py): each run's newest checkpoint
     (``played_policies``) must have trained on an env whose id ends in ``env_id`` (else a ValueError naming
     ``task``); ``row_of(label, policy, options, episodes, seed)`` gives its row; the rows are printed and, with
-    ``--out``, written (``print_markdown_and_csv``)."""
+    ``--out``, written (``print_markdown_and_csv``), a column a row lacks (a run of other options) as nan."""
     a = parse_played_runs(played_runs_parser(doc, episodes=episodes), argv, tool)
     rows = []
     for name, policy in played_policies(a):
         if not str(policy.config.env.id).endswith(env_id):
             raise ValueError(f"{name} trained on {policy.config.env.id}, not {task}")
         rows.append(row_of(name, policy, dict(policy.config.env.options or {}), a.episodes, a.seed))
-    print_markdown_and_csv(rows, list(rows[0]) if rows else [], a.out)
+    columns = list(dict.fromkeys(k for r in rows for k in r))  # runs of other options may have more columns
+    print_markdown_and_csv([{k: r.get(k, float("nan")) for k in columns} for r in rows], columns, a.out)
     return 0
 
 

@@ -1,6 +1,6 @@
 """tools/odd_or_even_answers.py: answers split by the number of flashes and whether all came in the first half;
 stand-in agents that keep the parity, count up to 3, say "odd" on any flash, count only the second half's flashes,
-or keep nothing; a real run's checkpoint played through the tool."""
+or keep nothing; real runs' checkpoints of two max_counts played through the tool into one table."""
 
 import numpy as np
 import pytest
@@ -67,11 +67,22 @@ def test_groups_of_episodes_and_bad_counts(load_tool):
             tool.answers_by_group(Counter(99), {"span": SPAN}, episodes=episodes, num_envs=num_envs)
 
 
-def test_a_trained_runs_checkpoint_plays_through_the_tool(played_row):
-    row = played_row("odd_or_even_answers", "gym:examples.odd_or_even:OddOrEven", 60, "{span: 8}")
-    assert row["span"] == "8" and row["episodes"] == "60"
-    assert 0.0 <= float(row["all"]) <= 1.0
-    assert set(row) >= {"1", "6", "odd", "even", "all in the first half"}
+def test_trained_runs_of_two_max_counts_play_through_the_tool_into_one_table(load_tool, tiny_run, tmp_path):
+    import csv
+    import shutil
+
+    task = "gym:examples.odd_or_even:OddOrEven"
+    two = tmp_path / "two"
+    shutil.move(tiny_run(task, "{span: 8, max_count: 2}"), two)
+    six = tiny_run(task, "{span: 8}")
+    out = tmp_path / "played.csv"
+    assert load_tool("odd_or_even_answers").main([str(two), str(six), "--episodes", "60", "--out", str(out)]) == 0
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert [r["span"] for r in rows] == ["8", "8"] and [r["episodes"] for r in rows] == ["60", "60"]
+    assert all(0.0 <= float(r[k]) <= 1.0 for r in rows for k in ("all", "odd", "even", "1", "2"))
+    assert [rows[0][str(k)] for k in range(3, 7)] == ["nan"] * 4  # counts a max_count of 2 never plays
+    assert all(0.0 <= float(rows[1][str(k)]) <= 1.0 for k in range(3, 7))
 
 
 def test_a_run_of_another_task_is_refused_by_name(load_tool, tiny_run):
