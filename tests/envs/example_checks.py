@@ -26,6 +26,17 @@ def light_task_frames(task: str, span: int, n: int, actions: int = 3):
     return venv, span_frames(venv, span)
 
 
+def is_white_flash(frame: np.ndarray, white: int = 255) -> bool:
+    """Whether a (3, 10, 10) frame is one white 2x2 flash on black (False for a black frame); asserts it is one of
+    the two (how_long_ago's and odd_or_even's frames)."""
+    if not frame.any():
+        return False
+    lit = (frame == white).all(axis=0)
+    ys, xs = np.nonzero(lit)
+    assert lit.sum() == 4 and np.ptp(ys) == 1 and np.ptp(xs) == 1 and (frame[:, ~lit] == 0).all()
+    return True
+
+
 def light_colour(frame: np.ndarray, colours):
     """The index in ``colours`` of the 2x2 light on a (3, H, W) frame, or None for a black frame; asserts the frame
     is one whole light on black otherwise (the light tasks' frames)."""

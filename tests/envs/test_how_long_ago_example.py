@@ -7,7 +7,7 @@ import pytest
 
 from r2ac.envs.gym_env import import_user_module
 
-from example_checks import answer_the_query, light_task_frames
+from example_checks import answer_the_query, is_white_flash, light_task_frames
 
 _example = import_user_module("examples.how_long_ago")
 LIGHT, QUERY, HowLongAgo = _example.LIGHT, _example.QUERY, _example.HowLongAgo
@@ -15,22 +15,12 @@ LIGHT, QUERY, HowLongAgo = _example.LIGHT, _example.QUERY, _example.HowLongAgo
 TASK = "gym:examples.how_long_ago:HowLongAgo"
 
 
-def is_flash(frame: np.ndarray) -> bool:
-    """Whether a (3, 10, 10) frame is the one white 2x2 flash on black (False for a black frame)."""
-    if not frame.any():
-        return False
-    lit = (frame == LIGHT).all(axis=0)
-    ys, xs = np.nonzero(lit)
-    assert lit.sum() == 4 and np.ptp(ys) == 1 and np.ptp(xs) == 1 and (frame[:, ~lit] == 0).all()
-    return True
-
-
 def test_one_flash_among_the_span_frames_then_the_query_pays_only_its_half():
     span, n = 9, 8
     venv, frames = light_task_frames(TASK, span, n, actions=2)
     late = []
     for e in range(n):
-        when = [t for t, f in enumerate(frames) if is_flash(f[e])]
+        when = [t for t, f in enumerate(frames) if is_white_flash(f[e], LIGHT)]
         assert len(when) == 1
         late.append(int(when[0] >= span - span // 2))
     obs, reward, done, _ = venv.step(np.zeros(n, int))  # the query: a grey frame

@@ -7,7 +7,7 @@ import pytest
 
 from r2ac.envs.gym_env import import_user_module
 
-from example_checks import answer_the_query, light_task_frames
+from example_checks import answer_the_query, is_white_flash, light_task_frames
 
 _example = import_user_module("examples.odd_or_even")
 LIGHT, QUERY, OddOrEven = _example.LIGHT, _example.QUERY, _example.OddOrEven
@@ -15,22 +15,12 @@ LIGHT, QUERY, OddOrEven = _example.LIGHT, _example.QUERY, _example.OddOrEven
 TASK = "gym:examples.odd_or_even:OddOrEven"
 
 
-def is_flash(frame: np.ndarray) -> bool:
-    """Whether a (3, 10, 10) frame is one white 2x2 flash on black (False for a black frame)."""
-    if not frame.any():
-        return False
-    lit = (frame == LIGHT).all(axis=0)
-    ys, xs = np.nonzero(lit)
-    assert lit.sum() == 4 and np.ptp(ys) == 1 and np.ptp(xs) == 1 and (frame[:, ~lit] == 0).all()
-    return True
-
-
 def test_flashes_among_the_span_frames_then_the_query_pays_only_their_parity():
     span, n = 9, 8
     venv, frames = light_task_frames(TASK, span, n, actions=2)
     odd = []
     for e in range(n):
-        count = sum(is_flash(f[e]) for f in frames)
+        count = sum(is_white_flash(f[e], LIGHT) for f in frames)
         assert 1 <= count <= 6
         odd.append(count % 2)
     obs, reward, done, _ = venv.step(np.zeros(n, int))  # the query: a grey frame
