@@ -15,7 +15,7 @@ count, or its parity kept as a state flipped at unmarked times, answers. (Parity
 function whose every part alone says nothing of it; "count_flashes.py" asked for a count up to 3 and
 "more_flashes.py" for the sign of a running sum, where a rough memory already earns more than chance.)
 It is the first user task quickstart's settings did not solve at span 150: best 0.63-0.71 in 10 minutes (3 seeds),
-0.86 in 30 (one seed); the agents learn the counts one at a time, from one, and call every count above the last
+0.86-0.87 in 30 (3 seeds); the agents learn the counts one at a time, from one, and call every count above the last
 one learned "even". With at most 2 flashes (``max_count=2``) 3/3 passed 0.9 in about a minute, with at most 4 2/3
 in 9 minutes; at span 30 2/3 within 10 (docs/results.md, "Odd or even").
 
