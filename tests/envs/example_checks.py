@@ -59,6 +59,16 @@ def answer_the_query(venv, right, wrong, episode_length: int) -> None:
     assert list(info["episode_length"]) == [episode_length] * n
 
 
+def answer_the_grey_query(venv, right, query: int, span: int, actions: int = 2) -> None:
+    """Step an even number of envs past their ``span`` frames onto the query (action 0): it must be all ``query``
+    grey, pay nothing and end nothing; then ``answer_the_query`` with ``right`` (one answer per env) and, for the
+    wrong ones, the next of ``actions`` actions."""
+    obs, reward, done, _ = venv.step(np.zeros(venv.num_envs, int))
+    assert (obs == query).all() and not reward.any() and not done.any()
+    right = np.asarray(right)
+    answer_the_query(venv, right, (right + 1) % actions, episode_length=span + 1)
+
+
 def share_of_steps_showing(env, shows, steps: int = 400) -> float:
     """The share of ``steps`` steps after a reset (seed 1) whose observation ``shows(obs)`` says holds a distractor
     (the env's span must be at least ``steps``)."""

@@ -7,7 +7,7 @@ import pytest
 
 from r2ac.envs.gym_env import import_user_module
 
-from example_checks import answer_the_query, is_white_flash, light_task_frames
+from example_checks import answer_the_grey_query, is_white_flash, light_task_frames
 
 _example = import_user_module("examples.how_long_ago")
 LIGHT, QUERY, HowLongAgo = _example.LIGHT, _example.QUERY, _example.HowLongAgo
@@ -23,10 +23,7 @@ def test_one_flash_among_the_span_frames_then_the_query_pays_only_its_half():
         when = [t for t, f in enumerate(frames) if is_white_flash(f[e], LIGHT)]
         assert len(when) == 1
         late.append(int(when[0] >= span - span // 2))
-    obs, reward, done, _ = venv.step(np.zeros(n, int))  # the query: a grey frame
-    assert (obs == QUERY).all() and not reward.any() and not done.any()
-    late = np.array(late)
-    answer_the_query(venv, late, 1 - late, episode_length=span + 1)
+    answer_the_grey_query(venv, late, QUERY, span)
 
 
 @pytest.mark.parametrize("span, gap, early, late", [(8, 0, range(0, 4), range(4, 8)),

@@ -7,7 +7,7 @@ import pytest
 
 from r2ac.envs.gym_env import import_user_module
 
-from example_checks import answer_the_query, light_task_frames
+from example_checks import answer_the_grey_query, light_task_frames
 
 _example = import_user_module("examples.more_flashes")
 LIGHT, QUERY, MoreFlashes = _example.LIGHT, _example.QUERY, _example.MoreFlashes
@@ -34,10 +34,7 @@ def test_flashes_among_the_span_frames_then_the_query_pays_only_the_side_with_mo
         sides = [s for s in (flash_side(f[e]) for f in frames) if s is not None]
         assert len(sides) in (1, 3, 5)
         majority.append(int(2 * sum(sides) > len(sides)))
-    obs, reward, done, _ = venv.step(np.zeros(n, int))  # the query: a grey frame
-    assert (obs == QUERY).all() and not reward.any() and not done.any()
-    majority = np.array(majority)
-    answer_the_query(venv, majority, 1 - majority, episode_length=span + 1)
+    answer_the_grey_query(venv, majority, QUERY, span)
 
 
 def test_every_count_side_margin_and_frame_comes_up():

@@ -7,7 +7,7 @@ import pytest
 
 from r2ac.envs.gym_env import import_user_module
 
-from example_checks import answer_the_query, is_white_flash, light_task_frames
+from example_checks import answer_the_grey_query, is_white_flash, light_task_frames
 
 _example = import_user_module("examples.odd_or_even")
 LIGHT, QUERY, OddOrEven = _example.LIGHT, _example.QUERY, _example.OddOrEven
@@ -23,10 +23,7 @@ def test_flashes_among_the_span_frames_then_the_query_pays_only_their_parity():
         count = sum(is_white_flash(f[e], LIGHT) for f in frames)
         assert 1 <= count <= 6
         odd.append(count % 2)
-    obs, reward, done, _ = venv.step(np.zeros(n, int))  # the query: a grey frame
-    assert (obs == QUERY).all() and not reward.any() and not done.any()
-    odd = np.array(odd)
-    answer_the_query(venv, odd, 1 - odd, episode_length=span + 1)
+    answer_the_grey_query(venv, odd, QUERY, span)
 
 
 def test_every_count_and_frame_comes_up_and_odd_and_even_evenly():

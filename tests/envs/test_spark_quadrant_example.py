@@ -8,7 +8,7 @@ import pytest
 from r2ac.envs import make_vec_env
 from r2ac.envs.gym_env import import_user_module
 
-from example_checks import answer_the_query, span_frames, square_quadrant
+from example_checks import answer_the_grey_query, span_frames, square_quadrant
 
 _example = import_user_module("examples.spark_quadrant")
 COLOURS, QUERY, SparkQuadrant = _example.COLOURS, _example.QUERY, _example.SparkQuadrant
@@ -29,10 +29,7 @@ def test_one_spark_then_the_query_pays_only_its_quadrant():
         shown = [q for q in (spark_quadrant(f[e]) for f in frames) if q is not None]
         assert len(shown) == 1
         quadrants.append(shown[0])
-    obs, reward, done, _ = venv.step(np.zeros(n, int))  # the query: a grey frame
-    assert (obs == QUERY).all() and not reward.any() and not done.any()
-    right = np.array(quadrants)
-    answer_the_query(venv, right, (right + 1) % 4, episode_length=span + 1)
+    answer_the_grey_query(venv, quadrants, QUERY, span, actions=4)
 
 
 def test_every_frame_quadrant_colour_and_corner_comes_up():
