@@ -11,6 +11,11 @@ Only F, Z, w_f, w_z, b_f, b_z are in the recurrence; their sensitivities (Eqs. 1
     Fhat(t) = ch * Fhat(t-1) + outer(fh, x)      Zhat(t) = ch * Zhat(t-1) + outer(zh, x)
     w_f-hat(t) = ch * w_f-hat(t-1) + fh c(t-1)   (w_z likewise with zh; b_f, b_z without the c(t-1))
 
+With ``signed_keep`` the keep gate takes values in (-1, 1), r = 2 f - 1, and the cell writes what it does
+not keep, c(t) = r c(t-1) + (1 - |r|) z: at r = -1 a unit flips the sign of what it holds (a diagonal
+recurrence with negative eigenvalues; Grazzi et al., ICLR 2025, show linear RNNs need them for parity).
+Then fh = (c(t-1) - sign(r) z) (1 - r^2) / 2, zh = (1 - |r|)(1 - z^2), ch = r + w_f fh + w_z zh.
+
 The learner never runs that recursion: identity 1 (``rtrl_carry``) gives the exact gradient from one
 autograd pass; identity 2 (``decay_weights`` + one batched matmul) moves the sensitivities to the segment
 end.
@@ -38,6 +43,12 @@ def chrono_bias(n: int, max_span: float, generator: torch.Generator | None = Non
     return u * math.log(max_span - 1.0)  # log(T_i - 1) with T_i - 1 log-uniform in [1, max_span - 1]
 
 
+def signed_chrono_bias(bias: Tensor) -> Tensor:
+    """The chrono bias for the signed keep gate r = 2 sigmoid(b) - 1: the same retention times T_i,
+    1 / (1 - r) = T_i, from ``chrono_bias``'s b = log(T_i - 1): log(2 T_i - 1) = log(2 e^b + 1)."""
+    return torch.log(2 * torch.exp(bias) + 1)
+
+
 class ELSTM(RecurrentCore):
     """eLSTM core. Options:
 
@@ -49,6 +60,10 @@ class ELSTM(RecurrentCore):
       default off). Then ``|ch| <= 1`` at every step (``|c(t-1) - z| <= 2``, ``1 - z^2 <= 1``), so the
       sensitivities, carried over a whole episode, grow at most linearly and cannot explode; the gradient
       stays exact for the constrained weights (a projection after the step, not a change of the gradient).
+    - ``signed_keep``: the keep gate r = 2 f - 1 in (-1, 1) and c(t) = r c(t-1) + (1 - |r|) z (default off:
+      r = f in (0, 1), the paper's eLSTM). A unit can flip the sign of what it holds, so one unit can keep
+      the parity of a count. |c| <= 1 still, and the contractive bound above still gives |ch| <= 1
+      ((1 - r^2) / 2 <= 1 - |r|). The chrono initialisation keeps its retention times (``signed_chrono_bias``).
     """
 
     name = "elstm"
@@ -56,10 +71,12 @@ class ELSTM(RecurrentCore):
 
     def __init__(self, input_size: int, hidden_size: int, learning: str = "tbptt",
                  forget_bias_init: float | str = "chrono", chrono_max: float = 1000.0,
-                 contractive: bool = False):
+                 contractive: bool = False, signed_keep: bool = False):
         super().__init__(input_size, hidden_size, learning)
         if not isinstance(contractive, bool):
             raise ValueError(f"contractive must be true or false, got {contractive!r}")
+        if not isinstance(signed_keep, bool):
+            raise ValueError(f"signed_keep must be true or false, got {signed_keep!r}")
         N, D = hidden_size, input_size
         if not (forget_bias_init == "chrono" or isinstance(forget_bias_init, (int, float))):
             raise ValueError(f"forget_bias_init must be 'chrono' or a number, got {forget_bias_init!r}")
@@ -68,6 +85,7 @@ class ELSTM(RecurrentCore):
         self.forget_bias_init = forget_bias_init
         self.chrono_max = float(chrono_max)
         self.contractive = contractive
+        self.signed_keep = signed_keep
         self.F = nn.Parameter(torch.empty(N, D))
         self.Z = nn.Parameter(torch.empty(N, D))
         self.O = nn.Parameter(torch.empty(N, D))
@@ -88,7 +106,8 @@ class ELSTM(RecurrentCore):
         nn.init.zeros_(self.b_z)
         with torch.no_grad():
             if self.forget_bias_init == "chrono":
-                self.b_f.copy_(chrono_bias(N, self.chrono_max))
+                b = chrono_bias(N, self.chrono_max)
+                self.b_f.copy_(signed_chrono_bias(b) if self.signed_keep else b)
             else:
                 self.b_f.fill_(float(self.forget_bias_init))
         self.project_()
@@ -103,7 +122,8 @@ class ELSTM(RecurrentCore):
         self.w_z.mul_(scale)
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + (", contractive=True" if self.contractive else "")
+        return (super().extra_repr() + (", contractive=True" if self.contractive else "")
+                + (", signed_keep=True" if self.signed_keep else ""))
 
     # -- contract ------------------------------------------------------------------------------
     def hidden_spec(self):
@@ -134,7 +154,11 @@ class ELSTM(RecurrentCore):
             cp = c * keep[t, :, None]
             f = torch.sigmoid(torch.addcmul(pfs[t], self.w_f, cp))
             z = torch.tanh(torch.addcmul(pzs[t], self.w_z, cp))
-            c = torch.lerp(z, cp, f)  # f * c(t-1) + (1 - f) * z
+            if self.signed_keep:
+                f = 2 * f - 1  # r in (-1, 1)
+                c = f * cp + (1 - f.abs()) * z
+            else:
+                c = torch.lerp(z, cp, f)  # f * c(t-1) + (1 - f) * z
             cs.append(c)
             if transport:
                 cps.append(cp)
@@ -154,8 +178,12 @@ class ELSTM(RecurrentCore):
         """Identity 2: the sensitivities at the segment end from those at its start, in one batched
         matmul per weight matrix (Eqs. 12-14, 20-24 summed in closed form)."""
         cp, f, z, x = cp.detach(), f.detach(), z.detach(), x.detach()
-        fh = (cp - z) * f * (1 - f)
-        zh = (1 - f) * (1 - z * z)
+        if self.signed_keep:  # f holds r = 2 sigmoid - 1
+            fh = (cp - torch.sign(f) * z) * (1 - f * f) / 2
+            zh = (1 - f.abs()) * (1 - z * z)
+        else:
+            fh = (cp - z) * f * (1 - f)
+            zh = (1 - f) * (1 - z * z)
         ch = f + self.w_f * fh + self.w_z * zh
         a, a0 = decay_weights(ch * keep[..., None])
         af, az = a * fh, a * zh

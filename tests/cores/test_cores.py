@@ -66,6 +66,72 @@ def test_elstm_contractive_bounds_sensitivities():
         _elstm("rtrl", contractive="yes")
 
 
+def test_elstm_signed_keep_contractive_bounds_sensitivities():
+    """signed_keep: |c| <= 1 and, with the contractive projection, |ch| <= 1 as for the positive keep gate
+    ((1 - r^2) / 2 <= 1 - |r|): sensitivities grow at most linearly; without it they explode."""
+    Tn = 400
+    g = torch.Generator().manual_seed(3)
+    x = 0.3 * torch.randn(Tn, B, D, generator=g)
+    reset = torch.zeros(Tn, B, dtype=torch.bool)
+    reset[0] = True
+    peaks = {}
+    for contractive in (False, True):
+        core = _elstm("rtrl", forget_bias_init=0.0, contractive=contractive, signed_keep=True)
+        with torch.no_grad():
+            core.w_f.fill_(6.0)
+            core.w_z.fill_(-8.0)
+        core.project_()
+        y, state = core(x, core.initial_state(B), reset)
+        assert y.abs().max() <= 1
+        peaks[contractive] = max(v.abs().max().item() for k, v in state.items() if k != "c")
+    assert peaks[False] > 1e30
+    assert peaks[True] <= Tn * max(x.abs().max().item(), 1.0)
+    with pytest.raises(ValueError, match="signed_keep must be true or false"):
+        _elstm("rtrl", signed_keep=1)
+
+
+def test_elstm_signed_keep_one_unit_keeps_parity():
+    """With signed_keep one unit can hold the parity of a count of flashes: the episode-start input writes
+    (r = 0), a flash flips the sign (r = -1), every other step keeps (r = 1). The positive keep gate cannot
+    flip a sign: with the same weights a flash erases to z instead."""
+    Tn = 60
+    x = torch.zeros(Tn, 1, D)
+    x[0, 0, 0] = 1.0  # the episode-start flag
+    flashes = [5, 9, 10, 23, 40, 41, 55]
+    x[flashes, 0, 1] = 1.0
+    reset = torch.zeros(Tn, 1, dtype=torch.bool)
+    reset[0] = True
+    for signed in (True, False):
+        core = _elstm("rtrl", signed_keep=signed)
+        with torch.no_grad():
+            for w in core.parameters():
+                w.zero_()
+            core.b_f.fill_(30.0)                   # keep
+            core.F[:, 0] = -30.0                   # start: sigmoid 1/2, r = 0, c = z
+            core.F[:, 1] = -60.0                   # flash: sigmoid 0, r = -1 (signed)
+            core.b_z.fill_(3.0)                    # z = tanh(3) > 0
+        c = core(x, core.initial_state(1), reset)[0][:, 0, 0] * 2  # y = sigmoid(0) c
+        counts = torch.cumsum(x[:, 0, 1], 0)
+        odd = (counts % 2 == 1)
+        if signed:
+            assert torch.equal(c < 0, odd)
+            assert torch.allclose(c.abs(), torch.tanh(torch.tensor(3.0)).expand(Tn))
+        else:
+            assert not (c < 0).any()
+
+
+def test_elstm_signed_keep_chrono_keeps_retention_times():
+    """The chrono initialisation draws the same retention times 1 / (1 - keep) for both keep gates."""
+    torch.manual_seed(4)
+    pos = make_core("elstm", D, 64, chrono_max=1000.0)
+    torch.manual_seed(4)
+    neg = make_core("elstm", D, 64, chrono_max=1000.0, signed_keep=True)
+    t_pos = 1 / (1 - torch.sigmoid(pos.b_f))
+    t_neg = 1 / (1 - (2 * torch.sigmoid(neg.b_f) - 1))
+    assert torch.allclose(t_pos, t_neg, rtol=1e-9)
+    assert t_neg.min() >= 2 - 1e-9 and t_neg.max() <= 1000 + 1e-6
+
+
 def test_elstm_tbptt_is_truncated():
     x, reset, w = _data()
     full = _segment_grads(_elstm("rtrl"), x, reset, w, T)
@@ -266,7 +332,7 @@ def test_feedforward_core_activation():
 def _variants(rtrl_only=False):
     names = rtrl_cores() if rtrl_only else sorted(CORES)
     cases = [(n, {}) for n in names]
-    cases += [("rtu", {"variant": "nonlinear"}), ("lru", {"layers": 2})]
+    cases += [("rtu", {"variant": "nonlinear"}), ("lru", {"layers": 2}), ("elstm", {"signed_keep": True})]
     return cases
 
 
@@ -286,7 +352,8 @@ def _make(name, seed=0, learning=None, **options):
 EXACT_VARIANTS = [("rtu", {"variant": "nonlinear", "activation": a}) for a in ("relu", "tanh", "gelu", "sigmoid",
                                                                                "identity")]
 EXACT_VARIANTS += [("fwp", {"chunk_size": 16})]
-EXACT_VARIANTS += [("elstm", {"contractive": True})]
+EXACT_VARIANTS += [("elstm", {"contractive": True}), ("elstm", {"signed_keep": True}),
+                   ("elstm", {"signed_keep": True, "contractive": True})]
 EXACT_VARIANTS += [("mix", {"parts": [["elstm", 2, {"contractive": True}], ["lru", 1],
                                       ["rtu", 1, {"variant": "nonlinear"}]]})]
 EXACT = [(n, {}) for n in sorted(CORES) if CORES[n].supports_rtrl and CORES[n].exact_rtrl] + EXACT_VARIANTS
