@@ -6,6 +6,8 @@ at CPU scale. Each subcommand prints a table and writes ``tasks_<name>.csv`` and
     r2ac bench tasks copy-lru  Zucchet et al. 2023, Table 1: 4-layer LRU on the 20x7-bit copy task, gradient from
                                spatial backprop / 1-step truncated BPTT / the online rule / BPTT
     r2ac bench tasks listops   ListOps (generated locally), short run: rtrl-online vs bptt
+    r2ac bench tasks parity    the parity of 1..max_count unmarked flashes over a span (the vector form of
+                               examples/odd_or_even.py), supervised: core variants x learning modes x seeds
     r2ac bench tasks trace     online TD(lambda) on trace conditioning / patterning (Elelimy et al. 2024,
                                Javed et al. 2023):
                                columnar, ccn, rtu, elstm (RTRL) and lstm (T-BPTT) at a matched compute
@@ -29,7 +31,8 @@ import torch
 from r2ac.bench.common import format_table, machine_description, write_csv
 from r2ac.online import CoreUnavailable, SequenceLearner, TDLambda, build_model, fit, flops_per_step, require_core
 from r2ac.online import run_stream, size_for_budget
-from r2ac.tasks import copy_b1, copy_patterns, listops_batch, oracle_predictions, trace_conditioning, trace_patterning
+from r2ac.tasks import (copy_b1, copy_patterns, flash_parity, listops_batch, oracle_predictions, trace_conditioning,
+                        trace_patterning)
 
 
 def _fmt_row(row: Dict) -> Dict:
@@ -188,6 +191,73 @@ def bench_listops(a) -> List[Dict]:
     return rows
 
 
+# -- the parity of a count of flashes (supervised) ---------------------------------------------------------
+
+PARITY_COLUMNS = ["variant", "mode", "k", "seed", "span", "max_count", "hidden", "batches", "seconds",
+                  "batches_to_target", "seconds_to_target", "best_acc", "final_acc"]
+
+
+def parse_variants(specs: List[str]) -> Dict[str, Dict]:
+    """``name`` or ``name:key=value,key=value`` (values true/false, numbers, or text) -> {name: core options}.
+    ``default`` is the core's own defaults."""
+    out: Dict[str, Dict] = {}
+    for spec in specs:
+        name, _, rest = spec.partition(":")
+        opts: Dict = {}
+        for item in filter(None, rest.split(",")):
+            key, eq, value = item.partition("=")
+            if not eq or not key:
+                raise ValueError(f"a variant's options are key=value pairs, got {item!r} in {spec!r} "
+                                 f"(e.g. signed:signed_keep=true,contractive=true)")
+            low = value.lower()
+            if low in ("true", "false"):
+                opts[key] = low == "true"
+            else:
+                try:
+                    opts[key] = float(value) if any(ch in value for ch in ".e") else int(value)
+                except ValueError:
+                    opts[key] = value
+        if not name or name in out:
+            raise ValueError(f"variant names must be given and distinct, got {spec!r}")
+        out[name] = opts
+    return out
+
+
+def bench_parity(a) -> List[Dict]:
+    variants = parse_variants(a.variants)
+    counts = list(range(1, a.max_count + 1))
+    eval_sets = {n: flash_parity(a.eval_batch, a.span, a.max_count, rng=30_000 + n, count=n) for n in counts}
+    eval_all = flash_parity(a.eval_batch * a.max_count, a.span, a.max_count, rng=40_000)
+    columns = PARITY_COLUMNS + [f"acc_{n}" for n in counts]
+    rows, curves = [], {}
+    for vname, opts in variants.items():
+        for mode in a.modes:
+            if not _usable(a.core, "rtrl" if mode.startswith("rtrl") else None):
+                continue
+            k = a.k if mode in ("tbptt", "rtrl-segment") else 1
+            for seed in a.seeds:
+                model = build_model(a.core, (3, 2), a.hidden, mode, seed=seed, **opts)
+                learner = SequenceLearner(model, mode, k=k, lr=a.lr, clip=1.0, update="sequence")
+                rng = np.random.default_rng(seed)
+                hist = fit(learner, lambda i: flash_parity(a.batch, a.span, a.max_count, rng), a.batches, eval_all,
+                           eval_every=a.eval_every, time_limit=a.time_limit)
+                hit = next((r for r in hist if r["eval_acc"] >= a.target), None)
+                last = hist[-1]
+                row = {"variant": vname, "mode": mode, "k": k if mode != "bptt" else a.span + 1, "seed": seed,
+                       "span": a.span, "max_count": a.max_count, "hidden": a.hidden, "batches": last["batch"],
+                       "seconds": last["seconds"], "batches_to_target": hit["batch"] if hit else float("nan"),
+                       "seconds_to_target": hit["seconds"] if hit else float("nan"),
+                       "best_acc": max(r["eval_acc"] for r in hist), "final_acc": last["eval_acc"]}
+                row.update({f"acc_{n}": learner.evaluate(eval_sets[n])["acc"] for n in counts})
+                rows.append(row)
+                curves[f"{vname}|{mode} s{seed}"] = ([r["batch"] for r in hist], [r["eval_acc"] for r in hist])
+                print("  " + str(_fmt_row(row)), flush=True)
+    print(format_table(rows, columns))
+    _save(a.out, "parity", rows, columns, curves, "eval accuracy at the query", "batches",
+          title=f"parity of 1-{a.max_count} flashes over {a.span} steps, {a.core} N={a.hidden}")
+    return rows
+
+
 # -- trace conditioning / patterning (online TD(lambda)) --------------------------------------------------
 
 TRACE_COLUMNS = ["task", "core", "learning", "features", "truncation", "flops_per_step", "params", "lr", "steps",
@@ -334,6 +404,25 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--max-length", type=int, default=60)
     q.add_argument("--modes", nargs="+", default=["rtrl-online", "bptt"])
 
+    q = sub.add_parser("parity", help="parity of a count of unmarked flashes, supervised")
+    common(q)
+    q.add_argument("--core", default="elstm")
+    q.add_argument("--variants", nargs="+", default=["default", "signed:signed_keep=true"],
+                   help="core option sets, name or name:key=value,...; one row group each")
+    q.add_argument("--modes", nargs="+", default=["rtrl-segment"],
+                   help="learner modes (rtrl-segment: the exact gradient; tbptt: truncated at --k)")
+    q.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    q.add_argument("--span", type=int, default=150)
+    q.add_argument("--max-count", type=int, default=6)
+    q.add_argument("--hidden", type=int, default=64)
+    q.add_argument("--batch", type=int, default=32)
+    q.add_argument("--batches", type=int, default=3000)
+    q.add_argument("--eval-batch", type=int, default=200, help="sequences per count in the per-count evaluation")
+    q.add_argument("--eval-every", type=int, default=50)
+    q.add_argument("--lr", type=float, default=3e-3)
+    q.add_argument("--k", type=int, default=10, help="segment length for tbptt and rtrl-segment")
+    q.add_argument("--target", type=float, default=0.9, help="accuracy that counts as learned")
+
     q = sub.add_parser("trace", help="online TD(lambda) on trace conditioning / patterning")
     common(q)
     q.add_argument("--task", choices=["conditioning", "patterning", "both"], default="both")
@@ -365,6 +454,9 @@ def _quick(a) -> None:
         a.layers, a.N, a.H, a.patterns, a.bits, a.delay, a.batches, a.batch, a.eval_batch = 2, 4, 8, 3, 2, 1, 2, 2, 4
     elif a.what == "listops":
         a.hidden, a.batches, a.batch, a.eval_batch, a.max_length, a.max_depth = 8, 2, 2, 8, 12, 2
+    elif a.what == "parity":
+        a.span, a.max_count, a.hidden, a.batches, a.batch, a.eval_batch, a.eval_every = 12, 3, 4, 3, 4, 8, 2
+        a.seeds = a.seeds[:1]
     elif a.what == "trace":
         a.steps, a.bins, a.lr = 200, 2, a.lr[:1]
         a.lstm_features, a.truncation, a.columnar_features, a.ccn_features, a.ccn_per_stage = 2, 3, 2, 4, 2
@@ -378,7 +470,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         _quick(a)
     print(f"r2ac bench tasks {a.what} on {machine_description()}")
     t0 = time.perf_counter()
-    {"copy": bench_copy, "copy-lru": bench_copy_lru, "listops": bench_listops, "trace": bench_trace}[a.what](a)
+    {"copy": bench_copy, "copy-lru": bench_copy_lru, "listops": bench_listops, "parity": bench_parity,
+     "trace": bench_trace}[a.what](a)
     print(f"total {time.perf_counter() - t0:.0f} s")
     return 0
 
