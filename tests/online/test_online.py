@@ -205,3 +205,21 @@ def test_bench_tasks_smoke(tmp_path, capsys):
     assert all(float(r["msre"]) >= 0 for r in rows)
     assert (tmp_path / "tasks_trace.png").stat().st_size > 1000
     assert "no-such-core' is not registered" in capsys.readouterr().out
+
+
+def test_bench_tasks_parity_smoke_and_variants(tmp_path):
+    from r2ac.bench.tasks import main, parse_variants
+
+    assert main(["parity", "--quick", "--variants", "default", "signed:signed_keep=true", "--modes", "rtrl-segment",
+                 "tbptt", "--out", str(tmp_path)]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "tasks_parity.csv")))
+    assert [(r["variant"], r["mode"]) for r in rows] == [("default", "rtrl-segment"), ("default", "tbptt"),
+                                                         ("signed", "rtrl-segment"), ("signed", "tbptt")]
+    assert all(0 <= float(r[f"acc_{n}"]) <= 1 for r in rows for n in (1, 2, 3))
+    assert (tmp_path / "tasks_parity.png").stat().st_size > 1000
+    assert parse_variants(["a", "b:signed_keep=true,chrono_max=1e4,forget_bias_init=chrono,x=3"]) == {
+        "a": {}, "b": {"signed_keep": True, "chrono_max": 1e4, "forget_bias_init": "chrono", "x": 3}}
+    with pytest.raises(ValueError, match="key=value"):
+        parse_variants(["a:signed_keep"])
+    with pytest.raises(ValueError, match="distinct"):
+        parse_variants(["a", "a:x=1"])

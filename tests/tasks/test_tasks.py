@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from r2ac.tasks import (TOKENS, VOCAB, copy_b1, copy_patterns, discounted_return, evaluate, generate_expression,
-                        listops_batch, oracle_predictions, trace_conditioning, trace_patterning)
+from r2ac.tasks import (TOKENS, VOCAB, copy_b1, copy_patterns, discounted_return, evaluate, flash_parity,
+                        generate_expression, listops_batch, oracle_predictions, trace_conditioning, trace_patterning)
 from r2ac.tasks.listops import apply_op
 
 torch.set_num_threads(1)
@@ -39,6 +39,26 @@ def test_copy_b1_determinism_and_fixed_length():
     assert (full.lengths == 10).all()
     with pytest.raises(ValueError):
         copy_b1(2, 3, min_length=4)
+
+
+def test_flash_parity_layout_and_targets():
+    """Start flag at step 0, 1..max_count flashes among steps 0..span-1, the query at step span with the
+    count's parity as its one target; every count comes up; count= fixes it; seeded."""
+    b = flash_parity(3000, span=20, max_count=4, rng=0)
+    assert b.x.shape == (21, 3000, 3) and b.kind == "class" and b.n_classes == 2
+    assert (b.x[0, :, 0] == 1).all() and (b.x[1:, :, 0] == 0).all()
+    assert (b.x[20, :, 2] == 1).all() and (b.x[:20, :, 2] == 0).all() and (b.x[20, :, 1] == 0).all()
+    counts = b.x[:, :, 1].sum(0).astype(int)
+    assert set(counts) == {1, 2, 3, 4} and np.bincount(counts)[1:].min() > 600
+    assert (b.mask[20]).all() and not b.mask[:20].any() and np.array_equal(b.y[20], counts % 2)
+    assert set(np.flatnonzero(b.x[:, :, 1].sum(1))) == set(range(20))  # every frame of the span can flash
+    fixed = flash_parity(50, span=20, max_count=4, rng=1, count=3)
+    assert (fixed.x[:, :, 1].sum(0) == 3).all() and (fixed.y[20] == 1).all()
+    assert np.array_equal(flash_parity(8, 20, 4, rng=5).x, flash_parity(8, 20, 4, rng=5).x)
+    with pytest.raises(ValueError, match="max_count"):
+        flash_parity(4, span=3, max_count=4)
+    with pytest.raises(ValueError, match="count must be"):
+        flash_parity(4, span=10, count=0)
 
 
 def test_copy_patterns_layout():
