@@ -193,7 +193,7 @@ def bench_listops(a) -> List[Dict]:
 
 # -- the parity of a count of flashes (supervised) ---------------------------------------------------------
 
-PARITY_COLUMNS = ["variant", "mode", "k", "seed", "span", "max_count", "hidden", "batches", "seconds",
+PARITY_COLUMNS = ["variant", "mode", "k", "seed", "span", "max_count", "hidden", "lr", "amsgrad", "batches", "seconds",
                   "batches_to_target", "seconds_to_target", "best_acc", "final_acc"]
 
 
@@ -237,14 +237,15 @@ def bench_parity(a) -> List[Dict]:
             k = a.k if mode in ("tbptt", "rtrl-segment") else 1
             for seed in a.seeds:
                 model = build_model(a.core, (3, 2), a.hidden, mode, seed=seed, **opts)
-                learner = SequenceLearner(model, mode, k=k, lr=a.lr, clip=1.0, update="sequence")
+                learner = SequenceLearner(model, mode, k=k, lr=a.lr, clip=1.0, update="sequence", amsgrad=a.amsgrad)
                 rng = np.random.default_rng(seed)
                 hist = fit(learner, lambda i: flash_parity(a.batch, a.span, a.max_count, rng), a.batches, eval_all,
                            eval_every=a.eval_every, time_limit=a.time_limit)
                 hit = next((r for r in hist if r["eval_acc"] >= a.target), None)
                 last = hist[-1]
                 row = {"variant": vname, "mode": mode, "k": k if mode != "bptt" else a.span + 1, "seed": seed,
-                       "span": a.span, "max_count": a.max_count, "hidden": a.hidden, "batches": last["batch"],
+                       "span": a.span, "max_count": a.max_count, "hidden": a.hidden, "lr": a.lr,
+                       "amsgrad": a.amsgrad, "batches": last["batch"],
                        "seconds": last["seconds"], "batches_to_target": hit["batch"] if hit else float("nan"),
                        "seconds_to_target": hit["seconds"] if hit else float("nan"),
                        "best_acc": max(r["eval_acc"] for r in hist), "final_acc": last["eval_acc"]}
@@ -422,6 +423,7 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--lr", type=float, default=3e-3)
     q.add_argument("--k", type=int, default=10, help="segment length for tbptt and rtrl-segment")
     q.add_argument("--target", type=float, default=0.9, help="accuracy that counts as learned")
+    q.add_argument("--amsgrad", action="store_true", help="AMSGrad's steps (the RL learners' default)")
 
     q = sub.add_parser("trace", help="online TD(lambda) on trace conditioning / patterning")
     common(q)

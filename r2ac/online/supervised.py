@@ -132,10 +132,11 @@ class SequenceLearner:
     """Trains a ``SequenceModel`` on batches of sequences with one of ``MODES`` (see the module doc).
 
     Defaults follow Irie et al. 2024, App. B.1 where the papers state them: Adam, gradient-norm clipping at 1.0.
+    ``amsgrad``: AMSGrad's steps (the RL learners' default, ``learner.adam_amsgrad``).
     """
 
     def __init__(self, model: SequenceModel, mode: str, k: int = 1, lr: float = 1e-3, clip: Optional[float] = 1.0,
-                 update: str = "segment", betas=(0.9, 0.999), eps: float = 1e-8):
+                 update: str = "segment", betas=(0.9, 0.999), eps: float = 1e-8, amsgrad: bool = False):
         need = core_learning_for(mode)
         if mode != "bptt" and model.core.learning != need:
             raise ValueError(f"mode {mode!r} needs a core with learning={need!r}, got {model.core.learning!r} "
@@ -146,7 +147,7 @@ class SequenceLearner:
             raise ValueError(f"k must be a positive int, got {k!r}")
         self.model, self.mode, self.update, self.clip = model, mode, update, clip
         self.k = 1 if mode in ("rtrl-online", "spatial") else k
-        self.opt = torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=eps)
+        self.opt = torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=eps, amsgrad=amsgrad)
         self.updates = 0
 
     # -- gradients -----------------------------------------------------------------------------------

@@ -211,8 +211,12 @@ def test_bench_tasks_parity_smoke_and_variants(tmp_path):
     from r2ac.bench.tasks import main, parse_variants
 
     assert main(["parity", "--quick", "--variants", "default", "signed:signed_keep=true", "--modes", "rtrl-segment",
-                 "tbptt", "--out", str(tmp_path)]) == 0
+                 "tbptt", "--amsgrad", "--lr", "0.01", "--out", str(tmp_path)]) == 0
     rows = list(csv.DictReader(open(tmp_path / "tasks_parity.csv")))
+    assert {(r["lr"], r["amsgrad"]) for r in rows} == {("0.01", "True")}
+    model = build_model("elstm", (3, 2), 4, "bptt")
+    assert SequenceLearner(model, "bptt", amsgrad=True).opt.defaults["amsgrad"]
+    assert not SequenceLearner(model, "bptt").opt.defaults["amsgrad"]
     assert [(r["variant"], r["mode"]) for r in rows] == [("default", "rtrl-segment"), ("default", "tbptt"),
                                                          ("signed", "rtrl-segment"), ("signed", "tbptt")]
     assert all(0 <= float(r[f"acc_{n}"]) <= 1 for r in rows for n in (1, 2, 3))
