@@ -14,6 +14,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 import torch
 
+from r2ac.bench.probe import state_rows
 from r2ac.fileio import atomic_write
 
 
@@ -186,12 +187,14 @@ def untrained_policy(run: str, seed: int):
     return Policy(net, cfg, seed=seed)
 
 
-def play_lockstep(policy, envs: Sequence, length: int, seed: int) -> np.ndarray:
+def play_lockstep(policy, envs: Sequence, length: int, seed: int, states: Optional[list] = None) -> np.ndarray:
     """Reset ``envs`` (Gymnasium envs of fixed-length episodes giving channels-last frames) with seeds ``seed``,
     ``seed + 1``, ..., and play ``policy`` (``r2ac.api.Policy``-like: ``initial_state(n)``, ``act(obs, state,
     reward=, done=)``) on them in lockstep for the ``length`` steps of an episode; returns the rewards of the
     last step [len(envs)]. The envs keep the episode's state for the caller to read (what was asked, what was
-    shown). Raises if an episode did not end at its last step."""
+    shown); given a list ``states``, the policy's state after its last step (the one its answer was read from,
+    ``r2ac.bench.probe.state_rows``: [len(envs), D]) is appended to it. Raises if an episode did not end at its
+    last step."""
     frames = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
     state, reward, done = policy.initial_state(len(envs)), None, None
     for _ in range(length):
@@ -203,21 +206,25 @@ def play_lockstep(policy, envs: Sequence, length: int, seed: int) -> np.ndarray:
         done = np.array([s[2] for s in steps])
     if not done.all():
         raise RuntimeError(f"an episode of {type(envs[0]).__name__} did not end after {length} steps")
+    if states is not None:
+        states.append(state_rows(state))
     return reward
 
 
 def answers_tool_main(doc: str, argv, tool: str, env_id: str, task: str, row_of: Callable,
-                      episodes: int = 3000) -> int:
+                      episodes: int = 3000, switches: Optional[Dict[str, str]] = None) -> int:
     """The main of a tool that splits a task's right answers (tools/*_answers.py): each run's newest checkpoint
     (``played_policies``) must have trained on an env whose id ends in ``env_id`` (else a ValueError naming
-    ``task``); ``row_of(label, policy, options, episodes, seed)`` gives its row; the rows are printed and, with
+    ``task``); ``row_of(label, policy, options, episodes, seed)`` gives its row (with the tool's on/off
+    ``switches``, ``{"--flag": "help"}``, passed as keywords: ``flag=True/False``); the rows are printed and, with
     ``--out``, written (``print_markdown_and_csv``), a column a row lacks (a run of other options) as nan."""
-    a = parse_played_runs(played_runs_parser(doc, episodes=episodes), argv, tool)
+    a = parse_played_runs(played_runs_parser(doc, episodes=episodes, switches=switches), argv, tool)
+    flags = {f.lstrip("-").replace("-", "_"): getattr(a, f.lstrip("-").replace("-", "_")) for f in switches or {}}
     rows = []
     for name, policy in played_policies(a):
         if not str(policy.config.env.id).endswith(env_id):
             raise ValueError(f"{name} trained on {policy.config.env.id}, not {task}")
-        rows.append(row_of(name, policy, dict(policy.config.env.options or {}), a.episodes, a.seed))
+        rows.append(row_of(name, policy, dict(policy.config.env.options or {}), a.episodes, a.seed, **flags))
     columns = list(dict.fromkeys(k for r in rows for k in r))  # runs of other options may have more columns
     print_markdown_and_csv([{k: r.get(k, float("nan")) for k in columns} for r in rows], columns, a.out)
     return 0
@@ -230,22 +237,32 @@ def share_right(right, seen) -> float:
     return float(right.sum() / total) if total else float("nan")
 
 
-def tally_answers(policy, envs: Sequence, episodes: int, seed: int, group_of: Callable, groups: int) -> tuple:
+def tally_answers(policy, envs: Sequence, episodes: int, seed: int, group_of: Callable, groups: int,
+                  record: Optional[dict] = None) -> tuple:
     """Play ``episodes`` episodes of ``policy`` on ``envs`` (fixed-length episodes of ``envs[0].span + 1`` steps)
     in rounds of ``play_lockstep``, round r seeded from ``seed + r * len(envs)``; each episode is counted in group
     ``group_of(env)`` (0 .. ``groups`` - 1, read off the env after its episode). Returns (right answers per group
-    [groups], episodes per group [groups])."""
+    [groups], episodes per group [groups]). Given a dict ``record``, it is filled with each episode's
+    ``"group"`` [episodes], ``"right"`` [episodes] and the policy's ``"state"`` at the answer [episodes, D] (for
+    ``r2ac.bench.probe``)."""
     if episodes < 1 or not envs:
         raise ValueError(f"episodes and num_envs must be >= 1, got {episodes} and {len(envs)}")
     right, seen = np.zeros(groups), np.zeros(groups, int)
     done, rnd = 0, 0
+    states, kept = ([], []) if record is not None else (None, None)
     while done < episodes:
         n = min(len(envs), episodes - done)
-        reward = play_lockstep(policy, envs[:n], envs[0].span + 1, seed + rnd * len(envs))
+        reward = play_lockstep(policy, envs[:n], envs[0].span + 1, seed + rnd * len(envs), states)
         for env, paid in zip(envs[:n], reward):
             k = group_of(env)
             seen[k] += 1
             right[k] += paid
+            if kept is not None:
+                kept.append((k, paid))
         done += n
         rnd += 1
+    if record is not None:
+        record["group"] = np.array([k for k, _ in kept], int)
+        record["right"] = np.array([p for _, p in kept], float)
+        record["state"] = np.concatenate(states)
     return right, seen

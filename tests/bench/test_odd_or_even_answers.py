@@ -88,3 +88,41 @@ def test_trained_runs_of_two_max_counts_play_through_the_tool_into_one_table(loa
 def test_a_run_of_another_task_is_refused_by_name(load_tool, tiny_run):
     with pytest.raises(ValueError, match="not examples/odd_or_even.py's OddOrEven"):
         load_tool("odd_or_even_answers").main([str(tiny_run("cue", "{span: 3}")), "--episodes", "4"])
+
+
+def test_the_probe_reads_a_kept_count_and_tells_it_from_a_kept_parity(load_tool):
+    tool = load_tool("odd_or_even_answers")
+    record = {}
+    tool.answers_by_group(Counter(99), {"span": SPAN}, episodes=1200, seed=4, record=record)
+    assert record["state"].shape == (1200, 2) and record["group"].shape == record["right"].shape == (1200,)
+    cols = tool.probe_columns(record, 6)
+    # the stand-in's state holds the count itself: read right on every count; its parity is not linear in it
+    assert all(cols[f"count read {k}"] > 0.95 for k in range(1, 7)), cols
+    assert cols["parity read"] < 0.8
+
+    class ParityKeeper(Counter):  # keeps only the parity: the probe reads it, and the count beyond it not
+        def act(self, obs, state, reward=None, done=None):
+            action, state = super().act(obs, state, reward, done)
+            state[:, 1] %= 2
+            return action, state
+
+    record = {}
+    tool.answers_by_group(ParityKeeper(99), {"span": SPAN}, episodes=1200, seed=4, record=record)
+    cols = tool.probe_columns(record, 6)
+    assert cols["parity read"] > 0.99
+    assert np.mean([cols[f"count read {k}"] for k in range(1, 7)]) < 0.5
+
+
+def test_trained_runs_probed_through_the_tool(load_tool, tiny_run, tmp_path):
+    import csv
+
+    run = tiny_run("gym:examples.odd_or_even:OddOrEven", "{span: 8}")
+    out = tmp_path / "probed.csv"
+    tool = load_tool("odd_or_even_answers")
+    assert tool.main([str(run), "--episodes", "120", "--probe", "--out", str(out)]) == 0
+    with open(out) as f:
+        (row,) = list(csv.DictReader(f))
+    assert all(0.0 <= float(row[f"{what} read {k}"]) <= 1.0 for what in ("count", "parity") for k in range(1, 7))
+    assert 0.0 <= float(row["parity read"]) <= 1.0
+    with pytest.raises(ValueError, match="--probe needs at least 24 episodes"):
+        tool.main([str(run), "--episodes", "10", "--probe"])
