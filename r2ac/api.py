@@ -108,7 +108,8 @@ class Policy:
     def act_with_outputs(self, obs, state: Optional[PolicyState] = None, *, reward=None, done=None,
                          greedy: Optional[bool] = None) -> Tuple[np.ndarray, PolicyState, dict]:
         """:meth:`act` that also returns the network's outputs for ``obs``: ``policy_logits``
-        ``[B, num_actions]`` and ``baseline`` ``[B]``, the value estimate (float32; one observation: ``[1, ...]``)."""
+        ``[B, num_actions]``, ``baseline`` ``[B]`` (the value estimate) and ``core_output`` ``[B, N]`` (what the heads
+        read), float32 (one observation: ``[1, ...]``)."""
         x = torch.as_tensor(np.ascontiguousarray(obs))
         single = self.observation_shape is not None and tuple(x.shape) == self.observation_shape
         if single:

@@ -184,6 +184,10 @@ def test_load_returns_a_policy_that_acts(trained):
     assert np.ndim(one) == 0
     with pytest.raises(ValueError, match="initial_state"):
         policy.act(obs, policy.initial_state(2))
+    _, _, out = policy.act_with_outputs(obs, state, reward=reward, done=done)
+    hidden = policy.config.model.hidden_size
+    assert out["policy_logits"].shape == (3, policy.num_actions) and out["baseline"].shape == (3,)
+    assert out["core_output"].shape == (3, hidden)  # what the heads read (r2ac.bench.probe's read-outs)
 
 
 def test_corrupt_checkpoint_is_one_line(tmp_path, capsys):

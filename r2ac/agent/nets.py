@@ -452,4 +452,5 @@ class AgentNet(nn.Module):
         y, state = self.core(x, state, done, return_state=return_state, sensitivities=sensitivities)
         out = self.heads(y, x)
         out["core_input"] = x
+        out["core_output"] = y  # what the heads read (r2ac.bench.probe's read-outs train on it)
         return out, state

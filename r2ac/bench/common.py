@@ -187,19 +187,25 @@ def untrained_policy(run: str, seed: int):
     return Policy(net, cfg, seed=seed)
 
 
-def play_lockstep(policy, envs: Sequence, length: int, seed: int, states: Optional[list] = None) -> np.ndarray:
+def play_lockstep(policy, envs: Sequence, length: int, seed: int, states: Optional[list] = None,
+                  outputs: Optional[list] = None) -> np.ndarray:
     """Reset ``envs`` (Gymnasium envs of fixed-length episodes giving channels-last frames) with seeds ``seed``,
     ``seed + 1``, ..., and play ``policy`` (``r2ac.api.Policy``-like: ``initial_state(n)``, ``act(obs, state,
     reward=, done=)``) on them in lockstep for the ``length`` steps of an episode; returns the rewards of the
     last step [len(envs)]. The envs keep the episode's state for the caller to read (what was asked, what was
     shown); given a list ``states``, the policy's state after its last step (the one its answer was read from,
-    ``r2ac.bench.probe.state_rows``: [len(envs), D]) is appended to it. Raises if an episode did not end at its
-    last step."""
+    ``r2ac.bench.probe.state_rows``: [len(envs), D]) is appended to it, and given ``outputs`` (a policy with
+    ``act_with_outputs``), what its heads read at that step (``core_output``: [len(envs), N]). Raises if an
+    episode did not end at its last step."""
     frames = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
     state, reward, done = policy.initial_state(len(envs)), None, None
-    for _ in range(length):
+    for t in range(length):
         obs = np.stack(frames).transpose(0, 3, 1, 2)  # channels first, as r2ac's envs give frames
-        action, state = policy.act(obs, state, reward=reward, done=done)
+        if outputs is not None and t == length - 1:
+            action, state, out = policy.act_with_outputs(obs, state, reward=reward, done=done)
+            outputs.append(out["core_output"].detach().cpu().double().numpy())
+        else:
+            action, state = policy.act(obs, state, reward=reward, done=done)
         steps = [env.step(int(a)) for env, a in zip(envs, action)]
         frames = [s[0] for s in steps]
         reward = np.array([s[1] for s in steps], np.float32)
@@ -212,19 +218,27 @@ def play_lockstep(policy, envs: Sequence, length: int, seed: int, states: Option
 
 
 def answers_tool_main(doc: str, argv, tool: str, env_id: str, task: str, row_of: Callable,
-                      episodes: int = 3000, switches: Optional[Dict[str, str]] = None) -> int:
+                      episodes: int = 3000, switches: Optional[Dict[str, str]] = None,
+                      arguments: Optional[Dict[str, dict]] = None, many_rows: bool = False) -> int:
     """The main of a tool that splits a task's right answers (tools/*_answers.py): each run's newest checkpoint
     (``played_policies``) must have trained on an env whose id ends in ``env_id`` (else a ValueError naming
-    ``task``); ``row_of(label, policy, options, episodes, seed)`` gives its row (with the tool's on/off
-    ``switches``, ``{"--flag": "help"}``, passed as keywords: ``flag=True/False``); the rows are printed and, with
-    ``--out``, written (``print_markdown_and_csv``), a column a row lacks (a run of other options) as nan."""
-    a = parse_played_runs(played_runs_parser(doc, episodes=episodes, switches=switches), argv, tool)
-    flags = {f.lstrip("-").replace("-", "_"): getattr(a, f.lstrip("-").replace("-", "_")) for f in switches or {}}
+    ``task``); ``row_of(label, policy, options, episodes, seed)`` gives its row (a list of rows with
+    ``many_rows``), with the tool's on/off ``switches`` (``{"--flag": "help"}``) and other ``arguments``
+    (``{"--name": add_argument's keywords}``) passed as keywords (``flag=True``, ``name=value``); the rows are
+    printed and, with ``--out``, written (``print_markdown_and_csv``), a column a row lacks (a run of other
+    options) as nan."""
+    p = played_runs_parser(doc, episodes=episodes, switches=switches)
+    for flag, spec in (arguments or {}).items():
+        p.add_argument(flag, **spec)
+    a = parse_played_runs(p, argv, tool)
+    names = [f.lstrip("-").replace("-", "_") for f in [*(switches or {}), *(arguments or {})]]
+    given = {n: getattr(a, n) for n in names}
     rows = []
     for name, policy in played_policies(a):
         if not str(policy.config.env.id).endswith(env_id):
             raise ValueError(f"{name} trained on {policy.config.env.id}, not {task}")
-        rows.append(row_of(name, policy, dict(policy.config.env.options or {}), a.episodes, a.seed, **flags))
+        got = row_of(name, policy, dict(policy.config.env.options or {}), a.episodes, a.seed, **given)
+        rows.extend(got if many_rows else [got])
     columns = list(dict.fromkeys(k for r in rows for k in r))  # runs of other options may have more columns
     print_markdown_and_csv([{k: r.get(k, float("nan")) for k in columns} for r in rows], columns, a.out)
     return 0
@@ -243,16 +257,18 @@ def tally_answers(policy, envs: Sequence, episodes: int, seed: int, group_of: Ca
     in rounds of ``play_lockstep``, round r seeded from ``seed + r * len(envs)``; each episode is counted in group
     ``group_of(env)`` (0 .. ``groups`` - 1, read off the env after its episode). Returns (right answers per group
     [groups], episodes per group [groups]). Given a dict ``record``, it is filled with each episode's
-    ``"group"`` [episodes], ``"right"`` [episodes] and the policy's ``"state"`` at the answer [episodes, D] (for
+    ``"group"`` [episodes], ``"right"`` [episodes] and the policy's ``"state"`` at the answer [episodes, D], and
+    for a policy with ``act_with_outputs`` its heads' input there, ``"output"`` [episodes, N] (for
     ``r2ac.bench.probe``)."""
     if episodes < 1 or not envs:
         raise ValueError(f"episodes and num_envs must be >= 1, got {episodes} and {len(envs)}")
     right, seen = np.zeros(groups), np.zeros(groups, int)
     done, rnd = 0, 0
     states, kept = ([], []) if record is not None else (None, None)
+    outputs = [] if record is not None and hasattr(policy, "act_with_outputs") else None
     while done < episodes:
         n = min(len(envs), episodes - done)
-        reward = play_lockstep(policy, envs[:n], envs[0].span + 1, seed + rnd * len(envs), states)
+        reward = play_lockstep(policy, envs[:n], envs[0].span + 1, seed + rnd * len(envs), states, outputs)
         for env, paid in zip(envs[:n], reward):
             k = group_of(env)
             seen[k] += 1
@@ -265,4 +281,6 @@ def tally_answers(policy, envs: Sequence, episodes: int, seed: int, group_of: Ca
         record["group"] = np.array([k for k, _ in kept], int)
         record["right"] = np.array([p for _, p in kept], float)
         record["state"] = np.concatenate(states)
+        if outputs is not None:
+            record["output"] = np.concatenate(outputs)
     return right, seen

@@ -80,3 +80,63 @@ def probe_right(x: np.ndarray, labels: np.ndarray, classes: int, held_out: np.nd
     labels = np.asarray(labels)
     predict = fit_softmax_probe(np.asarray(x)[~held_out], labels[~held_out], classes)
     return predict(np.asarray(x)[held_out]) == labels[held_out]
+
+
+def readout_net(inputs: int, actions: int, hidden: int = 0, norm: bool = False) -> torch.nn.Module:
+    """A read-out like the agent's heads (``model.head_hidden``, ``model.head_norm``): optionally layer-normalised
+    input, optionally one shared tanh layer of ``hidden`` units, then ``actions`` policy logits and one value."""
+    if inputs < 1 or actions < 2 or hidden < 0:
+        raise ValueError(f"a read-out needs inputs >= 1, actions >= 2 and hidden >= 0, "
+                         f"got {inputs}, {actions}, {hidden}")
+    layers: list = [torch.nn.LayerNorm(inputs, elementwise_affine=False)] if norm else []
+    if hidden:
+        layers += [torch.nn.Linear(inputs, hidden), torch.nn.Tanh()]
+    layers.append(torch.nn.Linear(hidden or inputs, actions + 1))
+    return torch.nn.Sequential(*layers).double()
+
+
+def train_readout(features: np.ndarray, answers: np.ndarray, actions: int, held_out: np.ndarray, *, hidden: int = 0,
+                  norm: bool = False, updates: int = 20000, batch: int = 32, learning_rate: float = 6e-3,
+                  entropy_cost: float = 0.01, eval_every: int = 500, seed: int = 0) -> dict:
+    """Whether a fresh read-out (``readout_net``) learns to answer from fixed ``features`` [n, D] (an agent's core
+    outputs at the query) by the agent's kind of learning: each update samples ``batch`` fitted rows, samples an
+    action from the read-out's policy, pays 1 where it is the row's ``answers`` entry, and steps Adam (AMSGrad,
+    ``learning_rate``) on the policy gradient with the read-out's own value as baseline, its squared error and an
+    entropy bonus ``entropy_cost``: a contextual bandit, no memory to learn. Every ``eval_every`` updates the
+    greedy answers on the ``held_out`` rows are scored. Returns ``curve`` [(updates, share right)], ``right``
+    (bool per held-out row at the end) and ``updates_to_0.9`` (the first scored update at 0.9 or more, else None)."""
+    features, answers, held_out = np.asarray(features, np.float64), np.asarray(answers), np.asarray(held_out, bool)
+    if features.ndim != 2 or answers.shape != (len(features),) or held_out.shape != (len(features),):
+        raise ValueError(f"features must be [n, D], answers and held_out [n], got {features.shape}, "
+                         f"{answers.shape}, {held_out.shape}")
+    if held_out.all() or not held_out.any() or answers.min() < 0 or answers.max() >= actions:
+        raise ValueError(f"held_out must leave rows on both sides and answers lie in 0 .. {actions - 1}")
+    if updates < 1 or batch < 1 or eval_every < 1:
+        raise ValueError(f"updates, batch and eval_every must be >= 1, got {updates}, {batch}, {eval_every}")
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    net = readout_net(features.shape[1], actions, hidden, norm)
+    opt = torch.optim.Adam(net.parameters(), lr=learning_rate, amsgrad=True)
+    fx, fa = torch.from_numpy(features[~held_out]), torch.from_numpy(answers[~held_out].astype(np.int64))
+    hx, ha = torch.from_numpy(features[held_out]), torch.from_numpy(answers[held_out].astype(np.int64))
+    curve, right = [], None
+    for u in range(1, updates + 1):
+        rows = torch.randint(0, len(fx), (batch,), generator=gen)
+        out = net(fx[rows])
+        logp = torch.log_softmax(out[:, :actions], -1)
+        action = torch.multinomial(logp.exp(), 1, generator=gen).squeeze(1)
+        paid = (action == fa[rows]).double()
+        value = out[:, actions]
+        advantage = (paid - value).detach()
+        entropy = -(logp.exp() * logp).sum(-1)
+        loss = (-(logp.gather(1, action[:, None]).squeeze(1) * advantage) + 0.5 * (paid - value) ** 2
+                - entropy_cost * entropy).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if u % eval_every == 0 or u == updates:
+            with torch.no_grad():
+                right = (net(hx)[:, :actions].argmax(-1) == ha).numpy()
+            curve.append((u, float(right.mean())))
+    first = next((u for u, s in curve if s >= 0.9), None)
+    return {"curve": curve, "right": right, "updates_to_0.9": first}

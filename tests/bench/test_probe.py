@@ -84,3 +84,42 @@ def test_states_flatten_one_row_per_env_in_a_fixed_order():
         state_rows({})
     with pytest.raises(ValueError, match="one row per env"):
         state_rows(torch.tensor(1.0))
+
+
+def test_a_linear_readout_learns_by_policy_gradient_what_is_linear_in_the_features():
+    from r2ac.bench.probe import train_readout
+
+    x, count = count_states(2000, seed=4)
+    held_out = np.arange(2000) % 4 == 3
+    res = train_readout(x, (count > 3).astype(int), 2, held_out, updates=1500, eval_every=250)
+    assert res["updates_to_0.9"] is not None and res["curve"][-1][1] > 0.95
+    assert [u for u, _ in res["curve"]] == [250, 500, 750, 1000, 1250, 1500]
+    assert res["right"].shape == (held_out.sum(),)
+
+
+def test_a_linear_readout_answers_a_kept_parity_and_stops_on_a_count_along_a_line():
+    from r2ac.bench.probe import train_readout
+
+    x, count = count_states(2000, seed=5, parity_unit=True)
+    held_out = np.arange(2000) % 4 == 3
+    kept = train_readout(x, count % 2, 2, held_out, updates=1500, eval_every=500)
+    assert kept["updates_to_0.9"] is not None and kept["curve"][-1][1] > 0.95
+    line = train_readout(x[:, :-1], count % 2, 2, held_out, updates=1500, eval_every=500)
+    assert line["updates_to_0.9"] is None and line["curve"][-1][1] < 0.85
+    bent = train_readout(x[:, :-1], count % 2, 2, held_out, hidden=8, norm=True, updates=20, eval_every=10)
+    assert [u for u, _ in bent["curve"]] == [10, 20] and bent["right"].dtype == bool
+
+
+def test_readouts_refuse_bad_input():
+    from r2ac.bench.probe import readout_net, train_readout
+
+    assert readout_net(5, 3, hidden=4, norm=True)(torch.zeros(2, 5, dtype=torch.float64)).shape == (2, 4)
+    with pytest.raises(ValueError, match="actions >= 2"):
+        readout_net(5, 1)
+    x, count = count_states(40)
+    with pytest.raises(ValueError, match="rows on both sides"):
+        train_readout(x, count % 2, 2, np.zeros(40, bool))
+    with pytest.raises(ValueError, match=r"answers lie in 0 \.\. 1"):
+        train_readout(x, count, 2, np.arange(40) % 2 == 0)
+    with pytest.raises(ValueError, match="updates, batch and eval_every must be >= 1"):
+        train_readout(x, count % 2, 2, np.arange(40) % 2 == 0, updates=0)
