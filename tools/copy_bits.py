@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from r2ac.api import load
+from r2ac.bench.probe import probe_right, state_rows
 from r2ac.envs.recall import CopyVecEnv
 
 
@@ -47,14 +48,6 @@ def bit_accuracy(policy, span: int, symbols: int, episodes: int, seed: int = 123
     return np.concatenate([right.mean(0), [right.all(1).mean()]])
 
 
-def _flat_state(core) -> torch.Tensor:
-    """A core state (tensor, or nested tuples/lists/dicts of them) as one [B, D] float64 tensor."""
-    if torch.is_tensor(core):
-        return core.reshape(core.shape[0], -1).double()
-    parts = list(core.values()) if isinstance(core, dict) else list(core)
-    return torch.cat([_flat_state(c) for c in parts if c is not None], 1)
-
-
 def query_internals(policy, span: int, symbols: int, episodes: int, seed: int = 12345):
     """(bits [N, L], sampled actions [N, L], logit gaps z_1 - z_0 [N, L], core states [N, L, D]) at the L
     query steps of ``episodes`` fresh episodes of a trained policy (``r2ac.api.Policy``)."""
@@ -69,31 +62,17 @@ def query_internals(policy, span: int, symbols: int, episodes: int, seed: int = 
         if t >= symbols + span:
             acts.append(np.asarray(action))
             gaps.append((logits[:, 1] - logits[:, 0]).cpu().numpy())
-            states.append(_flat_state(state.core).cpu())
+            states.append(torch.from_numpy(state_rows(state.core)))
         obs, reward, done, _ = env.step(np.asarray(action))
     return bits, np.stack(acts, 1), np.stack(gaps, 1), torch.stack(states, 1)
 
 
 def linear_probe_accuracy(x: torch.Tensor, y: np.ndarray, train_fraction: float = 0.75) -> float:
-    """Test accuracy of a logistic regression of binary labels ``y`` [N] on features ``x`` [N, D]
-    (standardised; L-BFGS, a small ridge), fitted on the first ``train_fraction`` of the rows."""
-    x = x.double()
-    x = (x - x.mean(0)) / (x.std(0) + 1e-6)
-    yt = torch.as_tensor(np.asarray(y), dtype=torch.float64)
-    n = int(len(yt) * train_fraction)
-    w = torch.zeros(x.shape[1], dtype=torch.float64, requires_grad=True)
-    b = torch.zeros(1, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([w, b], max_iter=500, line_search_fn="strong_wolfe")
-
-    def closure():
-        opt.zero_grad()
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(x[:n] @ w + b, yt[:n]) + 1e-4 * w.pow(2).sum()
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    with torch.no_grad():
-        return float(((x[n:] @ w + b > 0).double() == yt[n:]).double().mean())
+    """Test accuracy of a linear probe (``r2ac.bench.probe``: a softmax regression on standardised features, a
+    small ridge) of binary labels ``y`` [N] on features ``x`` [N, D], fitted on the first ``train_fraction`` of
+    the rows and scored on the rest."""
+    held_out = np.arange(len(y)) >= int(len(y) * train_fraction)
+    return float(probe_right(np.asarray(x, np.float64), np.asarray(y).astype(int), 2, held_out).mean())
 
 
 def _print_patterns(name: str, bits, acts, gaps) -> None:

@@ -18,12 +18,13 @@ import torch
 
 def state_rows(state: Any) -> np.ndarray:
     """One row per env of a policy's state: a ``PolicyState``'s core (or any tensor, array, dict, list or tuple of
-    them, each ``[B, ...]``) flattened per env and joined in a fixed order (dict keys sorted) -> ``[B, D]`` float64."""
+    them, each ``[B, ...]``; None parts skipped) flattened per env and joined in a fixed order (dict keys sorted)
+    -> ``[B, D]`` float64."""
     state = getattr(state, "core", state)
     if isinstance(state, dict):
-        parts = [state_rows(state[k]) for k in sorted(state)]
+        parts = [state_rows(state[k]) for k in sorted(state) if state[k] is not None]
     elif isinstance(state, (list, tuple)):
-        parts = [state_rows(s) for s in state]
+        parts = [state_rows(s) for s in state if s is not None]
     else:
         a = state.detach().cpu().numpy() if isinstance(state, torch.Tensor) else np.asarray(state)
         if a.ndim < 1:

@@ -81,7 +81,8 @@ def test_states_flatten_one_row_per_env_in_a_fixed_order():
     with pytest.raises(ValueError, match="different numbers of rows"):
         state_rows({"a": torch.zeros(2, 1), "b": torch.zeros(3, 1)})
     with pytest.raises(ValueError, match="no tensors"):
-        state_rows({})
+        state_rows({"a": None})
+    assert state_rows((torch.ones(2, 1), None)).shape == (2, 1)  # None parts (a core without them) skipped
     with pytest.raises(ValueError, match="one row per env"):
         state_rows(torch.tensor(1.0))
 
