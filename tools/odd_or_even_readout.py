@@ -2,7 +2,7 @@
 gradient on the agent's fixed core outputs at the query (docs/results.md, "What the staircase keeps").
 
     python tools/odd_or_even_readout.py RUN_DIR [RUN_DIR ...] [--episodes 4000] [--heads linear,tanh64]
-        [--updates 20000] [--readout-seeds 0,1] [--seed S] [--out CSV]
+        [--updates 20000] [--readout-seeds 0,1] [--supervised] [--seed S] [--out CSV]
 
 Each run's newest checkpoint plays ``--episodes`` fresh episodes of examples/odd_or_even.py (its span and options);
 what its heads read at the query (the core's output) is kept fixed. On three quarters of those episodes a fresh
@@ -10,9 +10,11 @@ read-out of each kind in ``--heads`` learns to name the parity as the agent does
 answer (``r2ac.bench.probe.train_readout``: policy gradient with its own value as baseline, Adam with AMSGrad at
 quickstart's 6e-3, 32 episodes an update); the other quarter scores its greedy answers. Kinds: ``linear`` (the
 agent's own heads), ``tanhN`` (one shared tanh layer of N units first, ``model.head_hidden=N``), and either with
-``ln-`` in front (the input layer-normalised, ``model.head_norm``). A read-out that learns what the agent's heads
-did not says the agent's memory held the answer and its read-out could not use it; one that stops where the agent
-stopped says the memory is where it failed.
+``ln-`` in front (the input layer-normalised, ``model.head_norm``). ``--supervised`` trains them on the right
+answers instead (cross-entropy): what a read-out could learn with the answer given. Read beside
+``odd_or_even_answers.py --probe``: where the probe reads the count and no read-out learns its parity, the memory
+holds what the answer needs in a form the read-outs tried cannot bend to it (parity along a line of counts), and
+the change has to come from the core (a unit that flips at each flash) rather than from the heads.
 """
 
 from __future__ import annotations
@@ -52,16 +54,20 @@ def query_outputs(policy, options: dict, episodes: int, seed: int, num_envs: int
     return record["output"], record["group"] + 1
 
 
-def readout_rows(name: str, outputs: np.ndarray, count: np.ndarray, heads: list, seeds: list, updates: int) -> list:
-    """One row per head kind and seed: updates to 0.9 on the held-out quarter, the final share right, per count."""
+def readout_rows(name: str, outputs: np.ndarray, count: np.ndarray, heads: list, seeds: list, updates: int,
+                 supervised: bool = False) -> list:
+    """One row per head kind and seed: updates to 0.9 on the held-out quarter, the final share right, per count
+    (``supervised``: read-outs trained on the right answers, ``train_readout``'s cross-entropy)."""
     held_out = np.arange(len(count)) % 4 == 3
     shown = count[held_out]
     rows = []
     for text in heads:
         hidden, norm = head_kind(text)
         for s in seeds:
-            res = train_readout(outputs, count % 2, 2, held_out, hidden=hidden, norm=norm, updates=updates, seed=s)
-            row = {"run": name, "head": text, "seed": s, "episodes": len(count), "updates": updates,
+            res = train_readout(outputs, count % 2, 2, held_out, hidden=hidden, norm=norm, updates=updates, seed=s,
+                                supervised=supervised)
+            row = {"run": name, "head": text, "learning": "supervised" if supervised else "policy gradient",
+                   "seed": s, "episodes": len(count), "updates": updates,
                    "updates to 0.9": res["updates_to_0.9"] if res["updates_to_0.9"] is not None else float("nan"),
                    "final": res["curve"][-1][1]}
             row.update({str(k): float(res["right"][shown == k].mean()) if (shown == k).any() else float("nan")
@@ -71,7 +77,7 @@ def readout_rows(name: str, outputs: np.ndarray, count: np.ndarray, heads: list,
 
 
 def main(argv: list[str] | None = None) -> int:
-    def rows_of(name, policy, options, episodes, seed, heads, updates, readout_seeds):
+    def rows_of(name, policy, options, episodes, seed, supervised, heads, updates, readout_seeds):
         kinds = [h for h in heads.split(",") if h]
         for h in kinds:
             head_kind(h)  # a bad kind is refused before any episode is played
@@ -82,13 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         if episodes < 8:
             raise ValueError(f"give --episodes 8 or more (a quarter is held out), got {episodes}")
         outputs, count = query_outputs(policy, options, episodes, seed)
-        return readout_rows(name, outputs, count, kinds, seeds, updates)
+        return readout_rows(name, outputs, count, kinds, seeds, updates, supervised)
 
     arguments = {"--heads": {"default": "linear,tanh64", "help": "read-out kinds: linear, tanhN, ln-..."},
                  "--updates": {"type": int, "default": 20000, "help": "updates per read-out"},
                  "--readout-seeds": {"default": "0,1", "help": "one read-out of each kind per seed"}}
     return answers_tool_main(__doc__, argv, "odd_or_even_readout", ENV_ID, "examples/odd_or_even.py's OddOrEven",
-                             rows_of, episodes=4000, arguments=arguments, many_rows=True)
+                             rows_of, episodes=4000, arguments=arguments, many_rows=True,
+                             switches={"--supervised": "train the read-outs on the right answers (cross-entropy) "
+                                                       "instead of by policy gradient on the reward"})
 
 
 if __name__ == "__main__":

@@ -98,14 +98,16 @@ def readout_net(inputs: int, actions: int, hidden: int = 0, norm: bool = False) 
 
 def train_readout(features: np.ndarray, answers: np.ndarray, actions: int, held_out: np.ndarray, *, hidden: int = 0,
                   norm: bool = False, updates: int = 20000, batch: int = 32, learning_rate: float = 6e-3,
-                  entropy_cost: float = 0.01, eval_every: int = 500, seed: int = 0) -> dict:
+                  entropy_cost: float = 0.01, eval_every: int = 500, seed: int = 0, supervised: bool = False) -> dict:
     """Whether a fresh read-out (``readout_net``) learns to answer from fixed ``features`` [n, D] (an agent's core
     outputs at the query) by the agent's kind of learning: each update samples ``batch`` fitted rows, samples an
     action from the read-out's policy, pays 1 where it is the row's ``answers`` entry, and steps Adam (AMSGrad,
     ``learning_rate``) on the policy gradient with the read-out's own value as baseline, its squared error and an
     entropy bonus ``entropy_cost``: a contextual bandit, no memory to learn. Every ``eval_every`` updates the
-    greedy answers on the ``held_out`` rows are scored. Returns ``curve`` [(updates, share right)], ``right``
-    (bool per held-out row at the end) and ``updates_to_0.9`` (the first scored update at 0.9 or more, else None)."""
+    greedy answers on the ``held_out`` rows are scored. ``supervised``: cross-entropy on the right answers instead
+    (no sampling, no value): what the read-out could learn with the answer given, not only its reward. Returns
+    ``curve`` [(updates, share right)], ``right`` (bool per held-out row at the end) and ``updates_to_0.9`` (the
+    first scored update at 0.9 or more, else None)."""
     features, answers, held_out = np.asarray(features, np.float64), np.asarray(answers), np.asarray(held_out, bool)
     if features.ndim != 2 or answers.shape != (len(features),) or held_out.shape != (len(features),):
         raise ValueError(f"features must be [n, D], answers and held_out [n], got {features.shape}, "
@@ -125,6 +127,13 @@ def train_readout(features: np.ndarray, answers: np.ndarray, actions: int, held_
         rows = torch.randint(0, len(fx), (batch,), generator=gen)
         out = net(fx[rows])
         logp = torch.log_softmax(out[:, :actions], -1)
+        if supervised:
+            loss = torch.nn.functional.nll_loss(logp, fa[rows])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            curve, right = _score(net, hx, ha, actions, u, updates, eval_every, curve, right)
+            continue
         action = torch.multinomial(logp.exp(), 1, generator=gen).squeeze(1)
         paid = (action == fa[rows]).double()
         value = out[:, actions]
@@ -135,9 +144,16 @@ def train_readout(features: np.ndarray, answers: np.ndarray, actions: int, held_
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if u % eval_every == 0 or u == updates:
-            with torch.no_grad():
-                right = (net(hx)[:, :actions].argmax(-1) == ha).numpy()
-            curve.append((u, float(right.mean())))
+        curve, right = _score(net, hx, ha, actions, u, updates, eval_every, curve, right)
     first = next((u for u, s in curve if s >= 0.9), None)
     return {"curve": curve, "right": right, "updates_to_0.9": first}
+
+
+def _score(net, hx, ha, actions: int, u: int, updates: int, eval_every: int, curve: list, right):
+    """``train_readout``'s scoring after update ``u``: the greedy answers on the held-out rows, every
+    ``eval_every`` updates and after the last."""
+    if u % eval_every == 0 or u == updates:
+        with torch.no_grad():
+            right = (net(hx)[:, :actions].argmax(-1) == ha).numpy()
+        curve.append((u, float(right.mean())))
+    return curve, right

@@ -38,7 +38,11 @@ def test_a_trained_run_read_out_through_the_tool(load_tool, tiny_run, tmp_path):
     with open(out) as f:
         rows = list(csv.DictReader(f))
     assert [(r["head"], r["seed"]) for r in rows] == [("linear", "3"), ("tanh4", "3")]
-    assert all(0.0 <= float(r["final"]) <= 1.0 for r in rows)
+    assert all(0.0 <= float(r["final"]) <= 1.0 for r in rows) and rows[0]["learning"] == "policy gradient"
+    assert tool.main([str(run), "--episodes", "40", "--updates", "5", "--heads", "linear", "--supervised",
+                      "--out", str(out)]) == 0
+    with open(out) as f:
+        assert [(r["learning"], r["seed"]) for r in csv.DictReader(f)] == [("supervised", "0"), ("supervised", "1")]
     with pytest.raises(ValueError, match="linear, tanhN"):
         tool.main([str(run), "--episodes", "40", "--heads", "mlp"])
     with pytest.raises(ValueError, match="--episodes 8 or more"):

@@ -107,6 +107,10 @@ def test_a_linear_readout_answers_a_kept_parity_and_stops_on_a_count_along_a_lin
     assert kept["updates_to_0.9"] is not None and kept["curve"][-1][1] > 0.95
     line = train_readout(x[:, :-1], count % 2, 2, held_out, updates=1500, eval_every=500)
     assert line["updates_to_0.9"] is None and line["curve"][-1][1] < 0.85
+    taught = train_readout(x, count % 2, 2, held_out, updates=1500, eval_every=500, supervised=True)
+    assert taught["curve"][-1][1] > 0.95
+    taught = train_readout(x[:, :-1], count % 2, 2, held_out, updates=1500, eval_every=500, supervised=True)
+    assert taught["curve"][-1][1] < 0.85  # given the answers, a linear read-out still cannot bend the line
     bent = train_readout(x[:, :-1], count % 2, 2, held_out, hidden=8, norm=True, updates=20, eval_every=10)
     assert [u for u, _ in bent["curve"]] == [10, 20] and bent["right"].dtype == bool
 
