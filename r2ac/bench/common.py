@@ -14,7 +14,6 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 import torch
 
-from r2ac.bench.probe import state_rows
 from r2ac.fileio import atomic_write
 
 
@@ -213,6 +212,8 @@ def play_lockstep(policy, envs: Sequence, length: int, seed: int, states: Option
     if not done.all():
         raise RuntimeError(f"an episode of {type(envs[0]).__name__} did not end after {length} steps")
     if states is not None:
+        from r2ac.bench.probe import state_rows  # probe uses this module's one_torch_thread
+
         states.append(state_rows(state))
     return reward
 

@@ -10,10 +10,13 @@ answer is kept but not in a form its read-out can use.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Optional
 
 import numpy as np
 import torch
+
+from r2ac.bench.common import one_torch_thread
 
 
 def state_rows(state: Any) -> np.ndarray:
@@ -62,7 +65,8 @@ def fit_softmax_probe(x: np.ndarray, labels: np.ndarray, classes: int, l2: float
         loss.backward()
         return loss
 
-    opt.step(closure)
+    with one_torch_thread():
+        opt.step(closure)
     W, b = W.detach(), b.detach()
 
     def predict(z: np.ndarray) -> np.ndarray:
@@ -98,16 +102,21 @@ def readout_net(inputs: int, actions: int, hidden: int = 0, norm: bool = False) 
 
 def train_readout(features: np.ndarray, answers: np.ndarray, actions: int, held_out: np.ndarray, *, hidden: int = 0,
                   norm: bool = False, updates: int = 20000, batch: int = 32, learning_rate: float = 6e-3,
-                  entropy_cost: float = 0.01, eval_every: int = 500, seed: int = 0, supervised: bool = False) -> dict:
+                  entropy_cost: float = 0.05, entropy_floor: float = 0.9, logit_penalty: float = 1e-3,
+                  eval_every: int = 500, seed: int = 0, supervised: bool = False,
+                  initial: Optional[tuple] = None) -> dict:
     """Whether a fresh read-out (``readout_net``) learns to answer from fixed ``features`` [n, D] (an agent's core
     outputs at the query) by the agent's kind of learning: each update samples ``batch`` fitted rows, samples an
     action from the read-out's policy, pays 1 where it is the row's ``answers`` entry, and steps Adam (AMSGrad,
-    ``learning_rate``) on the policy gradient with the read-out's own value as baseline, its squared error and an
-    entropy bonus ``entropy_cost``: a contextual bandit, no memory to learn. Every ``eval_every`` updates the
+    ``learning_rate``) on the policy gradient with the read-out's own value as baseline, its squared error, and
+    quickstart's regularisers: the entropy bonus ``entropy_cost`` on min(H, ``entropy_floor`` ln A) (0: the plain
+    bonus) and ``logit_penalty`` on the centred logits' squared size. A contextual bandit: no memory to learn.
+    ``initial``: (weight [actions + 1, D], bias [actions + 1]) to start a linear read-out from (an agent's own
+    policy and value heads, ``agent_heads``) instead of fresh weights. Every ``eval_every`` updates the
     greedy answers on the ``held_out`` rows are scored. ``supervised``: cross-entropy on the right answers instead
     (no sampling, no value): what the read-out could learn with the answer given, not only its reward. Returns
-    ``curve`` [(updates, share right)], ``right`` (bool per held-out row at the end) and ``updates_to_0.9`` (the
-    first scored update at 0.9 or more, else None)."""
+    ``curve`` [(updates, share right)], ``right`` (bool per held-out row at the end), ``updates_to_0.9`` (the
+    first scored update at 0.9 or more, else None) and ``start`` (the share right before the first update)."""
     features, answers, held_out = np.asarray(features, np.float64), np.asarray(answers), np.asarray(held_out, bool)
     if features.ndim != 2 or answers.shape != (len(features),) or held_out.shape != (len(features),):
         raise ValueError(f"features must be [n, D], answers and held_out [n], got {features.shape}, "
@@ -119,41 +128,64 @@ def train_readout(features: np.ndarray, answers: np.ndarray, actions: int, held_
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     net = readout_net(features.shape[1], actions, hidden, norm)
-    opt = torch.optim.Adam(net.parameters(), lr=learning_rate, amsgrad=True)
+    if initial is not None:
+        if hidden or norm:
+            raise ValueError("initial weights are for a linear read-out (hidden 0, no norm)")
+        weight, bias = (torch.as_tensor(np.asarray(w), dtype=torch.float64) for w in initial)
+        if weight.shape != (actions + 1, features.shape[1]) or bias.shape != (actions + 1,):
+            raise ValueError(f"initial weights must be [{actions + 1}, {features.shape[1]}] and [{actions + 1}], "
+                             f"got {tuple(weight.shape)} and {tuple(bias.shape)}")
+        with torch.no_grad():
+            net[-1].weight.copy_(weight)
+            net[-1].bias.copy_(bias)
+    cap = entropy_floor * math.log(actions) if entropy_floor else math.inf
     fx, fa = torch.from_numpy(features[~held_out]), torch.from_numpy(answers[~held_out].astype(np.int64))
     hx, ha = torch.from_numpy(features[held_out]), torch.from_numpy(answers[held_out].astype(np.int64))
+    with torch.no_grad():
+        start = float((net(hx)[:, :actions].argmax(-1) == ha).double().mean())
+    with one_torch_thread():
+        return _train(net, fx, fa, hx, ha, actions, gen, start, cap, updates, batch, learning_rate, entropy_cost,
+                      logit_penalty, eval_every, supervised)
+
+
+def _train(net, fx, fa, hx, ha, actions, gen, start, cap, updates, batch, learning_rate, entropy_cost,
+           logit_penalty, eval_every, supervised) -> dict:
+    """``train_readout``'s loop (one torch thread: a read-out is far too small to share out)."""
+    opt = torch.optim.Adam(net.parameters(), lr=learning_rate, amsgrad=True)
     curve, right = [], None
     for u in range(1, updates + 1):
         rows = torch.randint(0, len(fx), (batch,), generator=gen)
         out = net(fx[rows])
-        logp = torch.log_softmax(out[:, :actions], -1)
+        logits, value = out[:, :actions], out[:, actions]
+        logp = torch.log_softmax(logits, -1)
         if supervised:
             loss = torch.nn.functional.nll_loss(logp, fa[rows])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            curve, right = _score(net, hx, ha, actions, u, updates, eval_every, curve, right)
-            continue
-        action = torch.multinomial(logp.exp(), 1, generator=gen).squeeze(1)
-        paid = (action == fa[rows]).double()
-        value = out[:, actions]
-        advantage = (paid - value).detach()
-        entropy = -(logp.exp() * logp).sum(-1)
-        loss = (-(logp.gather(1, action[:, None]).squeeze(1) * advantage) + 0.5 * (paid - value) ** 2
-                - entropy_cost * entropy).mean()
+        else:
+            action = torch.multinomial(logp.exp(), 1, generator=gen).squeeze(1)
+            paid = (action == fa[rows]).double()
+            entropy = (-(logp.exp() * logp).sum(-1)).clamp(max=cap)
+            centred = logits - logits.mean(-1, keepdim=True)
+            loss = (-logp.gather(1, action[:, None]).squeeze(1) * (paid - value).detach()
+                    + 0.5 * (paid - value) ** 2 - entropy_cost * entropy
+                    + logit_penalty * (centred * centred).sum(-1)).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
-        curve, right = _score(net, hx, ha, actions, u, updates, eval_every, curve, right)
-    first = next((u for u, s in curve if s >= 0.9), None)
-    return {"curve": curve, "right": right, "updates_to_0.9": first}
+        if u % eval_every == 0 or u == updates:
+            with torch.no_grad():
+                right = (net(hx)[:, :actions].argmax(-1) == ha).numpy()
+            curve.append((u, float(right.mean())))
+    first = next((u for u, share in curve if share >= 0.9), None)
+    return {"curve": curve, "right": right, "updates_to_0.9": first, "start": start}
 
 
-def _score(net, hx, ha, actions: int, u: int, updates: int, eval_every: int, curve: list, right):
-    """``train_readout``'s scoring after update ``u``: the greedy answers on the held-out rows, every
-    ``eval_every`` updates and after the last."""
-    if u % eval_every == 0 or u == updates:
-        with torch.no_grad():
-            right = (net(hx)[:, :actions].argmax(-1) == ha).numpy()
-        curve.append((u, float(right.mean())))
-    return curve, right
+def agent_heads(net) -> tuple:
+    """An agent network's linear policy and value heads as ``train_readout``'s ``initial`` (weight [A + 1, N], bias
+    [A + 1]); refused where its heads are not linear on the core's output alone."""
+    if getattr(net, "head_trunk", None) is not None or getattr(net, "head_norm", None) is not None \
+            or getattr(net, "head_input", False):
+        raise ValueError("the agent's heads are not linear on the core's output (model.head_hidden, head_norm or "
+                         "head_input): its own heads cannot start a linear read-out")
+    weight = torch.cat([net.policy.weight, net.baseline.weight]).detach().double().cpu().numpy()
+    bias = torch.cat([net.policy.bias, net.baseline.bias]).detach().double().cpu().numpy()
+    return weight, bias

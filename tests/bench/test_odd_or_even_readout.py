@@ -11,6 +11,7 @@ def test_head_kinds(load_tool):
     tool = load_tool("odd_or_even_readout")
     assert tool.head_kind("linear") == (0, False) and tool.head_kind("tanh64") == (64, False)
     assert tool.head_kind("ln-tanh8") == (8, True) and tool.head_kind("ln-linear") == (0, True)
+    assert tool.head_kind("own") == (0, False)
     for bad in ("tanh", "tanh0", "relu64", "ln-"):
         with pytest.raises(ValueError, match="linear, tanhN"):
             tool.head_kind(bad)
@@ -39,6 +40,11 @@ def test_a_trained_run_read_out_through_the_tool(load_tool, tiny_run, tmp_path):
         rows = list(csv.DictReader(f))
     assert [(r["head"], r["seed"]) for r in rows] == [("linear", "3"), ("tanh4", "3")]
     assert all(0.0 <= float(r["final"]) <= 1.0 for r in rows) and rows[0]["learning"] == "policy gradient"
+    assert tool.main([str(run), "--episodes", "40", "--updates", "3", "--heads", "own", "--batch", "4",
+                      "--readout-seeds", "0", "--out", str(out)]) == 0
+    with open(out) as f:
+        (own,) = list(csv.DictReader(f))
+    assert own["head"] == "own" and own["batch"] == "4" and 0.0 <= float(own["start"]) <= 1.0
     assert tool.main([str(run), "--episodes", "40", "--updates", "5", "--heads", "linear", "--supervised",
                       "--out", str(out)]) == 0
     with open(out) as f:

@@ -128,3 +128,32 @@ def test_readouts_refuse_bad_input():
         train_readout(x, count, 2, np.arange(40) % 2 == 0)
     with pytest.raises(ValueError, match="updates, batch and eval_every must be >= 1"):
         train_readout(x, count % 2, 2, np.arange(40) % 2 == 0, updates=0)
+
+
+def test_a_readout_starts_from_given_heads_and_the_agents_heads_are_taken_as_they_are():
+    from r2ac.bench.probe import agent_heads, train_readout
+
+    x, count = count_states(400, seed=6, parity_unit=True)
+    held_out = np.arange(400) % 4 == 3
+    weight = np.zeros((3, 9))
+    weight[1, -1], weight[0, -1] = 50.0, -50.0  # answers "odd" exactly where the parity unit is +1: right already
+    res = train_readout(x, count % 2, 2, held_out, updates=1, eval_every=1, initial=(weight, np.zeros(3)))
+    assert res["start"] == 1.0
+    assert train_readout(x[:, :-1], count % 2, 2, held_out, updates=1, eval_every=1)["start"] < 0.9  # fresh
+    with pytest.raises(ValueError, match=r"must be \[3, 9\] and \[3\]"):
+        train_readout(x, count % 2, 2, held_out, updates=1, initial=(weight[:, :4], np.zeros(3)))
+    with pytest.raises(ValueError, match="for a linear read-out"):
+        train_readout(x, count % 2, 2, held_out, updates=1, hidden=4, initial=(weight, np.zeros(3)))
+
+    class Net(torch.nn.Module):
+        def __init__(self, trunk=None):
+            super().__init__()
+            self.policy, self.baseline = torch.nn.Linear(9, 2), torch.nn.Linear(9, 1)
+            self.head_trunk, self.head_norm, self.head_input = trunk, None, False
+
+    net = Net()
+    w, b = agent_heads(net)
+    assert w.shape == (3, 9) and np.allclose(w[:2], net.policy.weight.detach())
+    assert np.allclose(b[2], net.baseline.bias.item())
+    with pytest.raises(ValueError, match="not linear on the core's output"):
+        agent_heads(Net(trunk=torch.nn.Tanh()))
