@@ -17,8 +17,8 @@ def span_frames(venv, span: int) -> list:
 
 def light_task_frames(task: str, span: int, n: int, actions: int = 3):
     """The light tasks (count_flashes, which_first, last_light, more_flashes, how_long_ago, odd_or_even,
-    which_turn) with 2x2 lights on 10x10 frames and ``actions`` actions: their vector env of ``n`` envs and the ``span`` frames of an
-    episode (``span_frames``)."""
+    which_turn) with 2x2 lights on 10x10 frames and ``actions`` actions: their vector env of ``n`` envs and the
+    ``span`` frames of an episode (``span_frames``)."""
     from r2ac.envs import make_vec_env
 
     venv = make_vec_env(task, n, 0, span=span, size=10, light=2)
