@@ -12,8 +12,9 @@ one that keeps no order, at chance (1/3) on all. ``ends``: the share right on th
 ``--probe`` says what the agent's recurrent state held at the query (``r2ac.bench.probe``): linear probes, fit on
 the state after the query step of every other episode and scored on the rest, read the colour of the first,
 the second and the third light (``first read`` .. ``third read``; chance 1/3, or 1/2 for the two colours left by a
-kept one) and the right answer (``turn read``). A colour the probe reads where the agent answers its turn wrongly
-was kept, but not where the agent's linear heads could use it. Give it 2000 episodes or more.
+kept one) and the right answer (``turn read``; for a trained run also ``turn read from outputs``, from the core's
+output at the query, what the heads read). A colour the probe reads where the agent answers its turn wrongly was
+kept, but not where the agent's linear heads could use it. Give it 2000 episodes or more.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def probe_columns(record: dict) -> dict:
     cols = {f"{turn} read": float(probe_right(record["state"], orders[:, k], 3, held_out).mean())
             for k, turn in enumerate(TURNS)}
     cols["turn read"] = float(probe_right(record["state"], record["group"] % 3, 3, held_out).mean())
+    if "output" in record:  # the heads' input at the query (a policy with act_with_outputs)
+        cols["turn read from outputs"] = float(probe_right(record["output"], record["group"] % 3, 3, held_out).mean())
     return cols
 
 

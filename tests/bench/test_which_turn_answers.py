@@ -66,7 +66,7 @@ def test_the_probe_reads_the_colours_kept_in_the_state(load_tool, keep, expected
     cols = tool.probe_columns(record)
     reads = [cols[f"{turn} read"] for turn in ("first", "second", "third")]
     assert np.allclose(reads, expected, atol=0.07), reads
-    assert 0.0 <= cols["turn read"] <= 1.0
+    assert 0.0 <= cols["turn read"] <= 1.0 and "turn read from outputs" not in cols  # a stand-in has no outputs
 
 
 def test_groups_hold_the_order_and_the_turn(load_tool):
@@ -98,6 +98,7 @@ def test_a_trained_runs_state_is_probed_and_too_few_episodes_refused(load_tool, 
     with open(out) as f:
         row = next(csv.DictReader(f))
     assert all(0.0 <= float(row[f"{turn} read"]) <= 1.0 for turn in ("first", "second", "third", "turn"))
+    assert 0.0 <= float(row["turn read from outputs"]) <= 1.0
     with pytest.raises(ValueError, match="--probe needs at least 24 episodes"):
         tool.main([str(run), "--episodes", "12", "--probe"])
 
