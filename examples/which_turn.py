@@ -15,9 +15,9 @@ knows the first and guesses between the other two. One that keeps the first and 
 (``last_light.py``'s memory beside it) answers all of them, the second by elimination. One that keeps which
 colours it saw, and not their order, is at chance. ``tools/which_turn_answers.py`` splits a run's answers by the
 turn asked for. Quickstart's settings reached 0.9 at span 150 on one seed of three within 10 minutes on 2 cores and
-on two within 30 (9.0 and 12.3 minutes, 3.5 and 4.5 M agent steps), at span 500 on none within 20; they learn the
-last colour first, then the first, and the middle turn by elimination (docs/results.md, "Which turn a colour
-took"):
+on two within 30 (9.0 and 12.3 minutes, 3.5 and 4.5 M agent steps), at span 500 on none within 20 and one of two
+within 25; they learn the last colour first, then the first, and the middle turn by elimination (docs/results.md,
+"Which turn a colour took"):
 
     r2ac train configs/quickstart.yaml env.id=gym:examples.which_turn:WhichTurn "env.options={span: 150}" \
         total_steps=6000000
