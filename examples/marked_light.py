@@ -18,7 +18,7 @@ them, and a decoy has the marked colour on a third of the rest); one that keeps 
 0.59 (ties broken at random). Only a memory written on the mark, and only there, gets near all of them.
 ``tools/marked_light_answers.py`` splits a run's answers by where among the lights the marked one came.
 Quickstart's settings reached 0.9 at span 150 on 3/3 seeds in 4.1-5.1 minutes on 2 cores (1.6-2.0 M agent steps;
-with 8 lights 2/2 in 5.4-6.1), at span 500 on 2/3 within 20 minutes (16.1 and 19.0); TBPTT stayed at chance
+with 8 lights 3/3 in 5.4-9.2), at span 500 on 2/3 within 20 minutes (16.1 and 19.0); TBPTT stayed at chance
 (docs/results.md, "The marked light"):
 
     r2ac train configs/quickstart.yaml env.id=gym:examples.marked_light:MarkedLight "env.options={span: 150}" \\
