@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from r2ac.bench.common import answers_tool_main, share_right, tally_answers
+from r2ac.bench.common import answers_tool_main, probed_row, share_right, tally_answers
 from r2ac.bench.probe import probe_right
 
 ENV_ID = "marked_light:MarkedLight"
@@ -91,15 +91,11 @@ def probe_columns(record: dict, lights: int) -> dict:
 def played_row(name: str, policy, options: dict, episodes: int, seed: int, probe: bool = False) -> dict:
     from examples.marked_light import MarkedLight
 
-    if probe and episodes < 24:
-        raise ValueError(f"--probe needs at least 24 episodes (give 2000 or more), got {episodes}")
-    record = {} if probe else None
     env = MarkedLight(**options)
-    right, seen = answers_by_group(policy, options, episodes, seed=seed, record=record)
-    row = row_for(name, policy.step, env.span, env.lights, right, seen)
-    if probe:
-        row.update(probe_columns(record, env.lights))
-    return row
+    return probed_row(episodes, probe, 24,
+                      lambda record: row_for(name, policy.step, env.span, env.lights,
+                                             *answers_by_group(policy, options, episodes, seed=seed, record=record)),
+                      lambda record: probe_columns(record, env.lights))
 
 
 def main(argv: list[str] | None = None) -> int:

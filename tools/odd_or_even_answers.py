@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from r2ac.bench.common import answers_tool_main, share_right as share, tally_answers
+from r2ac.bench.common import answers_tool_main, probed_row, share_right as share, tally_answers
 from r2ac.bench.probe import probe_right
 
 ENV_ID = "odd_or_even:OddOrEven"
@@ -83,14 +83,10 @@ def played_row(name: str, policy, options: dict, episodes: int, seed: int, probe
     from examples.odd_or_even import OddOrEven
 
     env = OddOrEven(**options)
-    record = {} if probe else None
-    counts = answers_by_group(policy, options, episodes, seed=seed, record=record)
-    row = row_for(name, policy.step, env.span, *counts)
-    if probe:
-        if episodes < 4 * env.max_count:
-            raise ValueError(f"--probe needs at least {4 * env.max_count} episodes (give 2000 or more), got {episodes}")
-        row.update(probe_columns(record, env.max_count))
-    return row
+    return probed_row(episodes, probe, 4 * env.max_count,
+                      lambda record: row_for(name, policy.step, env.span,
+                                             *answers_by_group(policy, options, episodes, seed=seed, record=record)),
+                      lambda record: probe_columns(record, env.max_count))
 
 
 def main(argv: list[str] | None = None) -> int:

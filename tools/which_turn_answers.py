@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from r2ac.bench.common import answers_tool_main, share_right, tally_answers
+from r2ac.bench.common import answers_tool_main, probed_row, share_right, tally_answers
 from r2ac.bench.probe import probe_right
 
 ENV_ID = "which_turn:WhichTurn"
@@ -75,14 +75,11 @@ def row_for(name: str, step: int, span: int, right, seen) -> dict:
 def played_row(name: str, policy, options: dict, episodes: int, seed: int, probe: bool = False) -> dict:
     from examples.which_turn import WhichTurn
 
-    if probe and episodes < 24:
-        raise ValueError(f"--probe needs at least 24 episodes (give 2000 or more), got {episodes}")
-    record = {} if probe else None
-    counts = answers_by_turn(policy, options, episodes, seed=seed, record=record)
-    row = row_for(name, policy.step, WhichTurn(**options).span, *counts)
-    if probe:
-        row.update(probe_columns(record))
-    return row
+    span = WhichTurn(**options).span
+    return probed_row(episodes, probe, 24,
+                      lambda record: row_for(name, policy.step, span,
+                                             *answers_by_turn(policy, options, episodes, seed=seed, record=record)),
+                      probe_columns)
 
 
 def main(argv: list[str] | None = None) -> int:

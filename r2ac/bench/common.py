@@ -252,6 +252,20 @@ def share_right(right, seen) -> float:
     return float(right.sum() / total) if total else float("nan")
 
 
+def probed_row(episodes: int, probe: bool, least: int, play: Callable, columns: Callable) -> dict:
+    """The row of an answers tool's ``played_row`` with its ``--probe`` switch: ``play(record)`` plays the episodes
+    and returns the row (``record``: a dict for ``tally_answers`` to fill with ``--probe``, None without); with
+    ``--probe`` the row gets ``columns(record)`` (the probes' reads), and fewer than ``least`` episodes are refused
+    before anything is played (a probe is fit on every other episode and scored on the rest)."""
+    if probe and episodes < least:
+        raise ValueError(f"--probe needs at least {least} episodes (give 2000 or more), got {episodes}")
+    record = {} if probe else None
+    row = play(record)
+    if probe:
+        row.update(columns(record))
+    return row
+
+
 def tally_answers(policy, envs: Sequence, episodes: int, seed: int, group_of: Callable, groups: int,
                   record: Optional[dict] = None) -> tuple:
     """Play ``episodes`` episodes of ``policy`` on ``envs`` (fixed-length episodes of ``envs[0].span + 1`` steps)

@@ -53,3 +53,22 @@ def played_row(load_tool, tiny_run, tmp_path):
             return next(csv.DictReader(f))
 
     return play
+
+
+@pytest.fixture
+def probed_row(load_tool, tiny_run, tmp_path):
+    """``probed_row("which_turn_answers", "gym:examples.which_turn:WhichTurn", "{span: 6}", too_few=12)``: that
+    tool run with ``--probe``, 120 episodes and ``--out`` on a tiny run of that task; asserts it refuses ``too_few``
+    episodes with ``--probe`` by name (a probe needs at least 24); returns the first row of its CSV."""
+    import csv
+
+    def play(tool, env_id, options, too_few):
+        tool, out, run = load_tool(tool), tmp_path / "probed.csv", tiny_run(env_id, options)
+        assert tool.main([str(run), "--episodes", "120", "--probe", "--out", str(out)]) == 0
+        with open(out) as f:
+            row = next(csv.DictReader(f))
+        with pytest.raises(ValueError, match="--probe needs at least 24 episodes"):
+            tool.main([str(run), "--episodes", str(too_few), "--probe"])
+        return row
+
+    return play

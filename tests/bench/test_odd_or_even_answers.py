@@ -113,16 +113,7 @@ def test_the_probe_reads_a_kept_count_and_tells_it_from_a_kept_parity(load_tool)
     assert np.mean([cols[f"count read {k}"] for k in range(1, 7)]) < 0.5
 
 
-def test_trained_runs_probed_through_the_tool(load_tool, tiny_run, tmp_path):
-    import csv
-
-    run = tiny_run("gym:examples.odd_or_even:OddOrEven", "{span: 8}")
-    out = tmp_path / "probed.csv"
-    tool = load_tool("odd_or_even_answers")
-    assert tool.main([str(run), "--episodes", "120", "--probe", "--out", str(out)]) == 0
-    with open(out) as f:
-        (row,) = list(csv.DictReader(f))
+def test_trained_runs_probed_through_the_tool(probed_row):
+    row = probed_row("odd_or_even_answers", "gym:examples.odd_or_even:OddOrEven", "{span: 8}", too_few=10)
     assert all(0.0 <= float(row[f"{what} read {k}"]) <= 1.0 for what in ("count", "parity") for k in range(1, 7))
     assert 0.0 <= float(row["parity read"]) <= 1.0
-    with pytest.raises(ValueError, match="--probe needs at least 24 episodes"):
-        tool.main([str(run), "--episodes", "10", "--probe"])

@@ -89,18 +89,10 @@ def test_a_trained_runs_checkpoint_plays_through_the_tool(played_row):
     assert set(row) >= {"first", "second", "third"}
 
 
-def test_a_trained_runs_state_is_probed_and_too_few_episodes_refused(load_tool, tiny_run, tmp_path):
-    import csv
-
-    tool, out = load_tool("which_turn_answers"), tmp_path / "probed.csv"
-    run = tiny_run("gym:examples.which_turn:WhichTurn", "{span: 6}")
-    assert tool.main([str(run), "--episodes", "120", "--probe", "--out", str(out)]) == 0
-    with open(out) as f:
-        row = next(csv.DictReader(f))
+def test_a_trained_runs_state_is_probed_and_too_few_episodes_refused(probed_row):
+    row = probed_row("which_turn_answers", "gym:examples.which_turn:WhichTurn", "{span: 6}", too_few=12)
     assert all(0.0 <= float(row[f"{turn} read"]) <= 1.0 for turn in ("first", "second", "third", "turn"))
     assert 0.0 <= float(row["turn read from outputs"]) <= 1.0
-    with pytest.raises(ValueError, match="--probe needs at least 24 episodes"):
-        tool.main([str(run), "--episodes", "12", "--probe"])
 
 
 def test_a_run_of_another_task_is_refused_by_name(load_tool, tiny_run):
