@@ -29,13 +29,14 @@ from typing import Any
 
 import gymnasium
 import numpy as np
+from gymnasium.envs.registration import load_env_creator
 
 from r2ac.envs.atari import AtariVecEnv
 from r2ac.envs.base import EpisodeTracker, VecEnv
 from r2ac.envs.continuous import (BoxGymVecEnv, MujocoPVecEnv, MujocoVecEnv, MujocoVVecEnv, PopGymVecEnv,
                                   popgym_class)
 from r2ac.envs.dmlab import DMLabVecEnv
-from r2ac.envs.gym_env import GymVecEnv
+from r2ac.envs.gym_env import GymVecEnv, resolve_gym_factory
 from r2ac.envs.minigrid_env import MiniGridVecEnv
 from r2ac.envs.memory import TMazeEnv, TMazeVecEnv, WatermazeEnv, WatermazeVecEnv
 from r2ac.envs.procgen_env import ProcgenVecEnv
@@ -119,12 +120,33 @@ def parse_env_id(env_id: str) -> tuple[str, str | None]:
 def needs_prev_action(env_id: str) -> bool:
     """Whether the task's own definition says that its observation needs the previous action beside it, to be
     read at all: POPGym's ``obs_requires_prev_action`` (its bandit, Concentration, Battleship and MineSweeper,
-    whose observation says what an action revealed, not which action it was). ``model.prev_action_input:
-    auto`` feeds the previous action to the core where this is true. False for every other env."""
+    whose observation says what an action revealed, not which action it was), and the same class attribute on
+    a Gymnasium env of a user's own (``gym:`` and ``gymc:`` ids: the env class, or the class a registered id's
+    entry point names). ``model.prev_action_input: auto`` feeds the previous action to the core where this is
+    true. False for every other env."""
     kind, name = parse_env_id(env_id)
     if kind == "popgym":
-        return bool(getattr(popgym_class(name), "obs_requires_prev_action", False))
+        return _declares_prev_action(popgym_class(name))
+    if kind in ("gym", "gymc"):
+        return _declares_prev_action(_gym_env_class(name))
     return False
+
+
+def _declares_prev_action(cls: Any) -> bool:
+    """A class's ``obs_requires_prev_action`` (POPGym's name for it); only ``True`` itself counts."""
+    return getattr(cls, "obs_requires_prev_action", False) is True
+
+
+def _gym_env_class(spec: str) -> Any:
+    """The class behind a ``gym:`` id (``module:Class``, ``module:Id`` or a registered ``Id``), or None where the
+    id's entry point is not a class (a function that builds the env)."""
+    factory = resolve_gym_factory(spec)  # imports the user's module; a clear error where it cannot
+    if isinstance(factory, type):
+        return factory
+    registered = spec.rpartition(":")[2]
+    entry_point = gymnasium.spec(registered).entry_point
+    creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    return creator if isinstance(creator, type) else None
 
 
 def env_options(env_id_or_kind: str) -> dict[str, Any]:
