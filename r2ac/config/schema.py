@@ -152,7 +152,7 @@ class ModelConfig:
     prev_action_input: bool | Literal["auto"] = _f(
         "auto", "feed the previous action (one-hot) to the core; 'auto': where the task declares that its "
         "observation needs it (POPGym's obs_requires_prev_action: the bandit, Concentration, Battleship, "
-        "MineSweeper), off elsewhere")
+        "MineSweeper; the same class attribute on a gym:/gymc: env of your own), off elsewhere")
     input_scale: float | Literal["auto", "auto_pixels"] = _f(
         "auto", "multiplies the stem's features before they enter the core; 'auto': 0.1 for image frames "
         "with stem 'none' (raw pixels in [0, 1]) and for flat observations of 256 entries or more with stem "
