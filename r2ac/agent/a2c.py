@@ -22,7 +22,7 @@ from torch import Tensor
 from r2ac.agent.distributions import categorical_log_prob
 from r2ac.agent.learner import Learner
 from r2ac.agent.losses import (batch_extremes, categorical_entropy_bonus, centred_logit_penalty, episode_end_stats,
-                               step_rewards)
+                               gated_logit_penalty, step_rewards)
 from r2ac.agent.losses import normalize_advantages as normalize
 
 
@@ -50,7 +50,7 @@ def nstep_returns(rewards: Tensor, discounts: Tensor, bootstrap_value: Tensor, v
 def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: float = 0.99,
              baseline_cost: float = 0.5, entropy_cost: float = 0.01, reward_clip: float = 1.0,
              normalize_advantages: bool = False, entropy_floor: float = 0.0,
-             logit_penalty: float = 0.0, logit_margin: float = 0.0,
+             logit_penalty: float = 0.0, logit_margin: float = 0.0, logit_penalty_where: str = "every_step",
              truncation_bootstrap: bool = False, lam: float = 1.0, extremes: bool = False,
              target_values: Tensor | None = None, target_pg: bool = True) -> Tuple[Tensor, Dict[str, float]]:
     """The A2C loss above on one batch of M+1-step trajectories (means over time and batch); rewards as in
@@ -76,11 +76,14 @@ def a2c_loss(outputs: Dict[str, Tensor], batch: Dict[str, Tensor], discount: flo
     h, bonus = categorical_entropy_bonus(logits, entropy_floor)
     z_pen = centred_logit_penalty(logits)
     loss = pg_loss + baseline_cost * v_loss - entropy_cost * bonus.mean()
+    pull_frac = 0.0
     if logit_penalty > 0:
-        loss = loss + logit_penalty * centred_logit_penalty(logits, logit_margin).mean()
+        pen, pulled = gated_logit_penalty(logits, h, logit_margin, logit_penalty_where, entropy_floor)
+        loss = loss + logit_penalty * pen.mean()
+        pull_frac = pulled.to(h.dtype).mean().item()
     stats = {**episode_end_stats(batch["done"][1:], values, returns, adv, h), "total_loss": loss.item(),
              "pg_loss": pg_loss.item(), "baseline_loss": v_loss.item(), "entropy": h.mean().item(),
-             "logit_spread": z_pen.mean().item(), "mean_value": values.mean().item(),
+             "logit_spread": z_pen.mean().item(), "logit_pull_frac": pull_frac, "mean_value": values.mean().item(),
              "mean_abs_advantage": adv.abs().mean().item()}
     if extremes:
         stats.update(batch_extremes(batch["done"][1:], values, returns, adv, logits))
@@ -98,5 +101,6 @@ class A2CLearner(Learner):
                         entropy_cost=self.entropy_weight(), reward_clip=self.cfg.reward_clip,
                         normalize_advantages=self.cfg.normalize_advantages, entropy_floor=self.cfg.entropy_floor,
                         logit_penalty=self.logit_penalty_weight(), logit_margin=self.cfg.logit_margin,
+                        logit_penalty_where=self.cfg.logit_penalty_where,
                         truncation_bootstrap=self.cfg.truncation_bootstrap, lam=self.cfg.vtrace_lambda,
                         extremes=self.detail, target_values=target_values, target_pg=self.cfg.target_pg)

@@ -224,7 +224,8 @@ class Learner:
         ``target_values`` (``learner.target_tau``) V-trace bootstraps from them."""
         return impala_loss(outputs, batch, baseline_cost=self.cfg.baseline_cost, entropy_cost=self.entropy_weight(),
                            entropy_floor=self.cfg.entropy_floor, logit_penalty=self.logit_penalty_weight(),
-                           logit_margin=self.cfg.logit_margin, normalize_pg_advantages=self.cfg.normalize_advantages,
+                           logit_margin=self.cfg.logit_margin, logit_penalty_where=self.cfg.logit_penalty_where,
+                           normalize_pg_advantages=self.cfg.normalize_advantages,
                            targets=targets, clip=self.cfg.clip if targets is not None else 0.0,
                            extremes=self.detail, target_values=target_values, target_pg=self.cfg.target_pg,
                            **self._vtrace_options())

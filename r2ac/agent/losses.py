@@ -27,6 +27,7 @@ __all__ = [
     "baseline_loss",
     "categorical_entropy_bonus",
     "centred_logit_penalty",
+    "gated_logit_penalty",
     "entropy_bonus",
     "episode_end_stats",
     "gae_advantages",
@@ -158,6 +159,35 @@ def centred_logit_penalty(logits: Tensor, margin: float = 0.0) -> Tensor:
     return 0.5 * z.pow(2).sum(-1)
 
 
+LOGIT_PENALTY_WHERE = ("every_step", "below_floor")
+
+
+def gated_logit_penalty(logits: Tensor, h: Tensor, margin: float = 0.0, where: str = "every_step",
+                        floor_fraction: float = 0.0) -> tuple[Tensor, Tensor]:
+    """(penalty, mask) per step: ``centred_logit_penalty``(logits, margin) where the pull acts, 0 elsewhere,
+    and the mask of the steps where it acts (``logits`` [..., A], ``h`` [...] their entropies).
+
+    ``where="every_step"`` pulls at every step. ``where="below_floor"`` pulls only at the steps whose entropy
+    is below the entropy floor, ``floor_fraction`` * ln A (``learner.entropy_floor``), the steps where the
+    policy is near certain and the floored bonus acts too. The mask is a constant of the step (no gradient
+    flows through ``h``). Summed over every step, the pull acts at each step a memory is read from, while
+    the answer it serves is paid at one query: on a task whose memory is held for hundreds of steps it pulls
+    the heads off reading it at all of them (docs/results.md, "A first guess and a hint"); gated, it leaves
+    the near-uniform steps alone and keeps its reason to exist, the answers given wrongly with certainty
+    (docs/results.md, "The copy task's middle bit")."""
+    if where not in LOGIT_PENALTY_WHERE:
+        raise ValueError(f"logit penalty: where must be one of {LOGIT_PENALTY_WHERE}, got {where!r}")
+    pen = centred_logit_penalty(logits, margin)
+    if where == "every_step":
+        return pen, torch.ones_like(pen, dtype=torch.bool)
+    if not 0.0 < floor_fraction <= 1.0:
+        raise ValueError("logit penalty where='below_floor' pulls only below the entropy floor, so it needs "
+                         f"learner.entropy_floor in (0, 1] (a fraction of ln A), got {floor_fraction}; set "
+                         "learner.entropy_floor or learner.logit_penalty_where=every_step")
+    mask = h.detach() < floor_fraction * math.log(logits.shape[-1])
+    return pen * mask.to(pen.dtype), mask
+
+
 def max_abs_reward(rewards: Tensor, reward_clip: float = 0.0) -> float:
     """The largest |reward| of a batch after clipping to [-reward_clip, reward_clip] (no clipping if
     ``reward_clip`` <= 0), as the losses clip it."""
@@ -256,6 +286,7 @@ def impala_loss(
     entropy_floor: float = 0.0,
     logit_penalty: float = 0.0,
     logit_margin: float = 0.0,
+    logit_penalty_where: str = "every_step",
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     clip_c_threshold: float | None = 1.0,
@@ -288,7 +319,8 @@ def impala_loss(
         (with ``normalize_pg_advantages`` A^pg is shifted and scaled to zero mean, unit std over the batch)
         L = L_pg(A^pg) + baseline_cost * 0.5 sum (v_s - V(x_s))^2 - entropy_cost * sum H_t
     (with ``entropy_floor`` > 0 the bonus is on min(H_t, entropy_floor * ln A): ``categorical_entropy_bonus``)
-    (with ``logit_penalty`` > 0, + logit_penalty * sum ``centred_logit_penalty``(target logits, logit_margin))
+    (with ``logit_penalty`` > 0, + logit_penalty * sum ``centred_logit_penalty``(target logits, logit_margin),
+    with ``logit_penalty_where="below_floor"`` only at the steps below the entropy floor: ``gated_logit_penalty``)
     ``targets`` (``impala_targets`` of an earlier pass over the same batch, ``learner.epochs``): the V-trace
     targets and advantages are those, not recomputed; with ``clip`` > 0, L_pg is PPO's clipped surrogate
     against that pass's policy (``clipped_policy_gradient_loss``), which at the first pass (ratio 1) has
@@ -297,7 +329,8 @@ def impala_loss(
 
     All three terms are sums over time and batch. Returns (total_loss, stats) where stats holds
     python floats: total_loss, pg_loss, baseline_loss, entropy_loss, entropy (mean per step), logit_spread
-    (the mean per step of ``centred_logit_penalty``, logged whether or not it is in the loss),
+    (the mean per step of ``centred_logit_penalty``, logged whether or not it is in the loss), logit_pull_frac
+    (the fraction of steps the penalty pulls at: 1 unless ``logit_penalty_where`` gates it; 0 without it),
     mean_value (mean V(x_t) over the T steps), mean_abs_advantage (mean |A^pg|) and mean_rho
     (mean of the unclipped importance weights pi(a|x) / mu(a|x), a policy-lag gauge); with ``extremes``
     also ``batch_extremes`` and the importance weights' min and max (rho_min, rho_max).
@@ -348,8 +381,11 @@ def impala_loss(
     h_loss = -bonus.sum()
     total_loss = pg_loss + baseline_cost * v_loss + entropy_cost * h_loss
     z_pen = centred_logit_penalty(target_logits)
+    pull_frac = 0.0
     if logit_penalty > 0:
-        total_loss = total_loss + logit_penalty * centred_logit_penalty(target_logits, logit_margin).sum()
+        pen, pulled = gated_logit_penalty(target_logits, h, logit_margin, logit_penalty_where, entropy_floor)
+        total_loss = total_loss + logit_penalty * pen.sum()
+        pull_frac = pulled.to(h.dtype).mean().item()
 
     stats = {
         **episode_end_stats(batch["done"][1:], values, vtrace_returns.vs, vtrace_returns.pg_advantages, h),
@@ -359,6 +395,7 @@ def impala_loss(
         "entropy_loss": h_loss.item(),
         "entropy": h.mean().item(),
         "logit_spread": z_pen.mean().item(),
+        "logit_pull_frac": pull_frac,
         "mean_value": values.mean().item(),
         "mean_abs_advantage": vtrace_returns.pg_advantages.abs().mean().item(),
         "mean_rho": vtrace_returns.log_rhos.exp().mean().item(),

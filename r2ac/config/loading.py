@@ -308,7 +308,7 @@ _ADDED_KEYS = (("model", "carry_inputs_across_episodes", True), ("model", "episo
               ("model", "centre_basis", "channels"), ("model", "centre_observations", False),
               ("model", "frame_pool", 1), ("model", "frame_extremes", False),
               ("env", "frame_stack", 1), ("model", "frame_centroids", False),
-              ("model", "freeze_core", False))
+              ("model", "freeze_core", False), ("learner", "logit_penalty_where", "every_step"))
 
 
 def upgrade_resolved(d: dict) -> dict:

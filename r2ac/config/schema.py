@@ -209,6 +209,12 @@ class LearnerConfig:
         "max(|z_a - mean z| - logit_margin, 0)^2, none on a policy whose logits lie within it (docs/results.md, "
         "'A margin on the pull': at 2 it left the copy task's majority answers at gaps of 6-9, so it is off); 0 = pull "
         "on every logit", ge=0.0)
+    logit_penalty_where: Literal["every_step", "below_floor"] = _f(
+        "every_step", "where logit_penalty pulls: 'every_step', or 'below_floor', only at the steps whose policy "
+        "entropy is below the entropy floor (entropy_floor * ln A, so it needs entropy_floor > 0), where the "
+        "policy is near certain; summed over every step, the pull also holds the heads off reading a memory at "
+        "the hundreds of steps it is held for (docs/results.md, 'The pull below the floor'). logit_pull_frac "
+        "logs the fraction of steps pulled at")
     learning_rate: float = _f(6e-3, "initial learning rate (the paper: 6e-4 with RMSprop)", gt=0.0)
     lr_schedule: Literal["linear", "constant"] = _f("linear", "'linear' decays to 0 at total_steps")
     rmsprop_alpha: float = _f(0.99, "RMSprop smoothing constant", ge=0.0, lt=1.0)
@@ -670,6 +676,12 @@ def _check_cross(cfg: Config, errors: list[str]) -> None:
         errors.append(
             f"learner.grad_spike_factor: {cfg.learner.grad_spike_factor} would skip ordinary updates; use a "
             "factor well above 1 (e.g. 100) or 0 to turn the check off"
+        )
+    if cfg.learner.logit_penalty_where == "below_floor" and cfg.learner.entropy_floor <= 0:
+        errors.append(
+            "learner.logit_penalty_where: 'below_floor' pulls only at steps below the entropy floor, and "
+            "learner.entropy_floor is 0 (no floor); set learner.entropy_floor (e.g. 0.9) or "
+            "learner.logit_penalty_where=every_step"
         )
     if cfg.algo == "ppo" and cfg.logger.update_log:
         errors.append("logger.update_log: the per-update log is written by the IMPALA and A2C learners; with "

@@ -732,14 +732,15 @@ def test_logit_penalty_unlearns_a_certain_wrong_answer():
     worth 1/3 that the policy gives wrongly with a logit gap of 15 stays wrong under the policy gradient and
     the floored entropy bonus of the defaults (their gradients carry pi(1 - pi) ~ 3e-7), and is put right
     with the centred-logit penalty at 1e-3 of the reward unit added."""
-    from r2ac.agent.losses import categorical_entropy_bonus, centred_logit_penalty
+    from r2ac.agent.losses import categorical_entropy_bonus, gated_logit_penalty
 
-    def train(penalty, steps=6000, margin=0.0):
+    def train(penalty, steps=6000, margin=0.0, where="every_step"):
         z = torch.tensor([7.5, -7.5], dtype=torch.float64, requires_grad=True)  # action 1 is the right one
         for _ in range(steps):
             p = torch.softmax(z, -1)
-            _, bonus = categorical_entropy_bonus(z, 0.9)
-            loss = -(p[1] / 3) - 0.05 * bonus + penalty / 3 * centred_logit_penalty(z, margin)
+            h, bonus = categorical_entropy_bonus(z, 0.9)
+            pen, _ = gated_logit_penalty(z, h, margin, where, 0.9)
+            loss = -(p[1] / 3) - 0.05 * bonus + penalty / 3 * pen
             (g,) = torch.autograd.grad(loss, z)
             with torch.no_grad():
                 z -= g
@@ -748,6 +749,90 @@ def test_logit_penalty_unlearns_a_certain_wrong_answer():
     assert train(0.0) < 1e-5
     assert train(1e-3) > 0.99
     assert train(1e-3, margin=2.0) > 0.99  # pulled to within the margin, where the policy gradient acts
+    assert train(1e-3, where="below_floor") > 0.99  # certain: below the floor, so pulled as at every step
+
+
+def test_gated_logit_penalty_pulls_only_below_the_entropy_floor():
+    """float64: where='every_step' is the plain per-step penalty at every step; 'below_floor' is the same
+    penalty at the steps whose entropy is below floor_fraction * ln A and 0 (and flat) at the others: the
+    mask carries no gradient, and a near-uniform step whose logits still spread is left alone."""
+    from r2ac.agent.losses import categorical_entropy, centred_logit_penalty, gated_logit_penalty
+    z = torch.tensor([[0.3, -0.2, 0.0], [9.0, 0.0, 0.0], [2.0, -1.0, 0.5], [0.0, 0.0, 0.0]],
+                     dtype=torch.float64, requires_grad=True)
+    h = categorical_entropy(z)
+    floor = 0.9 * math.log(3)
+    below = h.detach() < floor
+    assert below.tolist() == [False, True, True, False]
+    plain = centred_logit_penalty(z)
+    pen, mask = gated_logit_penalty(z, h, 0.0, "every_step", 0.9)
+    torch.testing.assert_close(pen, plain)
+    assert mask.all()
+    pen, mask = gated_logit_penalty(z, h, 0.0, "below_floor", 0.9)
+    assert torch.equal(mask, below)
+    torch.testing.assert_close(pen, plain * below)
+    assert plain[0] > 0 == pen[0]  # spread, but above the floor: no pull
+    pen.sum().backward()
+    zc = z.detach() - z.detach().mean(-1, keepdim=True)
+    torch.testing.assert_close(z.grad, zc * below[:, None])  # the plain penalty's gradient, masked: none via h
+    pen_m, _ = gated_logit_penalty(z.detach(), h.detach(), 2.0, "below_floor", 0.9)
+    torch.testing.assert_close(pen_m, centred_logit_penalty(z.detach(), 2.0) * below)
+    with pytest.raises(ValueError, match="entropy_floor"):
+        gated_logit_penalty(z.detach(), h.detach(), 0.0, "below_floor", 0.0)
+    with pytest.raises(ValueError, match="where"):
+        gated_logit_penalty(z.detach(), h.detach(), 0.0, "sometimes", 0.9)
+
+
+@pytest.mark.parametrize("loss_fn", ["impala", "a2c"])
+def test_logit_penalty_below_the_floor_in_the_loss(loss_fn):
+    """float64: logit_penalty_where='below_floor' adds w * (sum, or mean for A2C) of the penalty at the
+    steps below the entropy floor only, and logit_pull_frac logs their fraction (1 at every step, 0 off)."""
+    from r2ac.agent.losses import categorical_entropy, centred_logit_penalty
+    net, trajs = _batch()
+    t = trajs[-1]
+    with torch.no_grad():
+        out, _ = net(_inputs(t), t["initial_state"], return_state=False)
+    fn = impala_loss if loss_fn == "impala" else a2c_loss
+    logits = out["policy_logits"][:-1]
+    h = categorical_entropy(logits)
+    floor = h.median().item() / math.log(logits.shape[-1])  # about half the steps lie below it
+    kw = dict(discount=0.9, baseline_cost=0.5, entropy_cost=0.01, reward_clip=0.0, entropy_floor=floor)
+    below = h < floor * math.log(logits.shape[-1])
+    assert 0 < below.double().mean() < 1
+    l0, s0 = fn(out, t, **kw)
+    l1, s1 = fn(out, t, logit_penalty=0.25, logit_penalty_where="below_floor", **kw)
+    pen = centred_logit_penalty(logits) * below
+    term = pen.sum() if loss_fn == "impala" else pen.mean()
+    torch.testing.assert_close(l1 - l0, 0.25 * term, rtol=1e-12, atol=1e-12)
+    assert s1["logit_pull_frac"] == pytest.approx(below.double().mean().item(), rel=1e-12)
+    assert s0["logit_pull_frac"] == 0.0
+    assert fn(out, t, logit_penalty=0.25, **kw)[1]["logit_pull_frac"] == 1.0
+    assert s1["logit_spread"] == s0["logit_spread"]  # logged at every step
+
+
+@pytest.mark.parametrize("cls", [Learner, A2CLearner])
+def test_learners_pass_where_the_pull_acts(cls, monkeypatch):
+    """learner.logit_penalty_where reaches the loss, with the entropy floor it gates on; 'below_floor'
+    without a floor is a config error naming both keys."""
+    import r2ac.agent.a2c as a2c_mod
+    import r2ac.agent.losses as losses_mod
+    seen = []
+    real = losses_mod.gated_logit_penalty
+
+    def spy(logits, h, margin=0.0, where="every_step", floor_fraction=0.0):
+        seen.append((where, floor_fraction))
+        return real(logits, h, margin, where, floor_fraction)
+    monkeypatch.setattr(losses_mod, "gated_logit_penalty", spy)
+    monkeypatch.setattr(a2c_mod, "gated_logit_penalty", spy)
+    net, trajs = _batch()
+    cfg = load_config(None, ["learner.logit_penalty_where=below_floor", "learner.entropy_floor=0.8"]).learner
+    stats = cls(copy.deepcopy(net), cfg, 10**6).update(concat(trajs))
+    assert ("below_floor", 0.8) in seen
+    assert 0.0 <= stats["logit_pull_frac"] <= 1.0
+    assert load_config(None, []).learner.logit_penalty_where == "every_step"
+    with pytest.raises(ConfigError, match="logit_penalty_where.*entropy_floor"):
+        load_config(None, ["learner.logit_penalty_where=below_floor", "learner.entropy_floor=0"])
+    with pytest.raises(ConfigError, match="logit_penalty_where"):
+        load_config(None, ["learner.logit_penalty_where=never"])
 
 
 def test_batch_extremes_name_the_worst_step():
