@@ -8,9 +8,10 @@
 Code outside ``r2ac/runtime`` imports the names below from ``r2ac.runtime``.
 """
 
-from r2ac.runtime.common import TrainingSession, build_net, make_env, resolve_model
+from r2ac.runtime.common import TrainingSession, autos_line, build_net, make_env, resolve_model, resolved_autos
 from r2ac.runtime.session import (RunAborted, RunSession, frames_per_step, resolve_device, run_dir_of,
                                   set_fast_math, sigterm_as_interrupt, stop_status)
 
-__all__ = ["RunAborted", "RunSession", "TrainingSession", "build_net", "frames_per_step", "make_env",
-           "resolve_device", "resolve_model", "run_dir_of", "set_fast_math", "sigterm_as_interrupt", "stop_status"]
+__all__ = ["RunAborted", "RunSession", "TrainingSession", "autos_line", "build_net", "frames_per_step", "make_env",
+           "resolve_device", "resolve_model", "resolved_autos", "run_dir_of", "set_fast_math", "sigterm_as_interrupt",
+           "stop_status"]

@@ -49,6 +49,33 @@ def resolve_model(cfg: Config):
     return m
 
 
+#: the model keys whose ``auto`` is resolved per task (by ``resolve_model`` or the network), each read back
+#: from the ``AgentNet`` attribute of the same name
+AUTO_MODEL_KEYS = ("prev_action_input", "input_scale", "episode_start_value", "frame_pool", "centre_frames",
+                   "running_centres", "frame_extremes", "frame_centroids")
+
+
+def resolved_autos(cfg: Config, net: AgentNet) -> Dict[str, object]:
+    """model key -> what it became in ``net``, for each key of ``AUTO_MODEL_KEYS`` that ``cfg.model`` leaves to
+    ``auto`` (or ``auto_pixels``); a run's ``config.yaml`` keeps ``auto`` as given."""
+    out: Dict[str, object] = {}
+    for key in AUTO_MODEL_KEYS:
+        given = getattr(cfg.model, key)
+        if isinstance(given, str) and given.startswith("auto"):
+            value = getattr(net, key)
+            out[key] = value if isinstance(value, (bool, int)) else float(value)
+    return out
+
+
+def autos_line(resolved: Dict[str, object]) -> str:
+    """One line naming what each ``auto`` became (``''`` if none): ``model auto: prev_action_input=true, ...``."""
+    if not resolved:
+        return ""
+    def show(v):
+        return str(v).lower() if isinstance(v, bool) else f"{v:g}" if isinstance(v, float) else str(v)
+    return "model auto: " + ", ".join(f"{k}={show(v)}" for k, v in resolved.items())
+
+
 def build_net(cfg: Config, observation_shape, num_actions, load_stem: bool = True) -> AgentNet:
     """The agent network of a config. With ``stem.path`` the pretrained stem is loaded (after checking that
     it fits the observation shape and architecture); with ``stem.freeze`` it is frozen and kept out of the
@@ -174,6 +201,9 @@ class TrainingSession(RunSession):
                                            resume_step=self.counters["step"] if self.resumed else None)
         if lr_note:
             self.event(lr_note)
+        self.model_auto = resolved_autos(cfg, self.net)
+        if self.model_auto:  # what the task made of the keys left to auto (config.yaml keeps 'auto')
+            self.event(autos_line(self.model_auto))
 
     # ------------------------------------------------------------------ data in
     def add_trajectory(self, traj: Dict, steps: int, source: str = "actor") -> bool:
@@ -406,6 +436,8 @@ class TrainingSession(RunSession):
                    "actor_failures": c["actor_failures"], "lost_rollouts": c["lost_rollouts"]}
         if self.cfg.learner.grad_spike_factor > 0:
             summary["spike_skipped_updates"] = self.learner.spikes
+        if self.model_auto:
+            summary["model_auto"] = dict(self.model_auto)
         if getattr(self, "final_eval", None) is not None:
             summary["eval"] = {k: self.final_eval[k] for k in ("sets", "episodes", "mode", "mean", "std")}
         return summary
