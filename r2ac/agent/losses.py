@@ -173,8 +173,9 @@ def gated_logit_penalty(logits: Tensor, h: Tensor, margin: float = 0.0, where: s
     flows through ``h``). Summed over every step, the pull acts at each step a memory is read from, while
     the answer it serves is paid at one query: on a task whose memory is held for hundreds of steps it pulls
     the heads off reading it at all of them (docs/results.md, "A first guess and a hint"); gated, it leaves
-    the near-uniform steps alone and keeps its reason to exist, the answers given wrongly with certainty
-    (docs/results.md, "The copy task's middle bit")."""
+    the near-uniform steps alone and still pulls on answers given wrongly with certainty, but no longer
+    shrinks the heads through every step, and the copy task's majority answers came back on one more seed of
+    three (docs/results.md, "The copy task's middle bit", "The pull below the floor")."""
     if where not in LOGIT_PENALTY_WHERE:
         raise ValueError(f"logit penalty: where must be one of {LOGIT_PENALTY_WHERE}, got {where!r}")
     pen = centred_logit_penalty(logits, margin)
