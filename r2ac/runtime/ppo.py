@@ -26,10 +26,10 @@ from r2ac.agent.inputs import core_input_size
 from r2ac.agent.ppo import PPOLearner, PPONet, RolloutCollector, action_spec, trace_memory
 from r2ac.config import Config
 from r2ac.envs import make_config_env
-from r2ac.runtime.common import resolve_model
+from r2ac.runtime.common import autos_line, resolve_model
 from r2ac.runtime.session import RunSession, create_run_dir, env_seed, prepare_run, resolve_device
 
-__all__ = ["PPOSession", "TraceMemoryError", "build_ppo_net", "train_ppo"]
+__all__ = ["PPOSession", "TraceMemoryError", "build_ppo_net", "ppo_resolved_autos", "train_ppo"]
 
 COUNTERS = ("step", "updates", "iterations", "episodes")
 
@@ -43,6 +43,19 @@ def ppo_episode_start_value(model_cfg) -> float:
     pixels scaled down, see ``r2ac.agent.nets.resolve_episode_start_value``)."""
     v = model_cfg.episode_start_value
     return 1.0 if v == "auto" else float(v)
+
+
+def ppo_resolved_autos(cfg: Config) -> Dict[str, object]:
+    """model key -> what its ``auto`` became under PPO, for each key PPO uses that ``cfg.model`` leaves to
+    ``auto``: the previous action as the task declares (``resolve_model``), the episode-start flag 1
+    (``ppo_episode_start_value``), the whole frame (``frame_pool`` 1) and none of the raw-frame features
+    (``centre_frames``, ``running_centres``, ``frame_extremes``, ``frame_centroids``: PPO normalises its
+    observations itself). ``input_scale`` is not used by PPO and is not named."""
+    m = cfg.model
+    became = {"prev_action_input": bool(resolve_model(cfg).prev_action_input),
+              "episode_start_value": ppo_episode_start_value(m), "frame_pool": 1, "centre_frames": False,
+              "running_centres": False, "frame_extremes": False, "frame_centroids": False}
+    return {k: v for k, v in became.items() if isinstance(getattr(m, k), str) and getattr(m, k).startswith("auto")}
 
 
 def build_ppo_net(cfg: Config, venv) -> PPONet:
@@ -127,6 +140,9 @@ class PPOSession(RunSession):
             raise
         self.steps_per_rollout = p.rollout_length * cfg.env.num_envs
         self.core_params = sum(q.numel() for q in self.net.core.parameters())
+        self.model_auto = ppo_resolved_autos(cfg)
+        if self.model_auto:  # what the task made of the keys left to auto (config.yaml keeps 'auto')
+            self.event(autos_line(self.model_auto))
 
     def iteration(self) -> None:
         """Collect one rollout, train on it, log its row; stops the run if the weights became non-finite."""
@@ -169,7 +185,7 @@ class PPOSession(RunSession):
         return {"algo": "ppo", "iterations": self.counters["iterations"], "skipped_updates": self.learner.skipped,
                 "wall_s": elapsed, "core": self.cfg.model.core, "learning": self.cfg.model.learning,
                 "core_parameters": self.core_params, "trace_memory_mb": self.mem["bytes"] / 2 ** 20,
-                "ppo_options": self.options()}
+                "ppo_options": self.options(), "model_auto": dict(self.model_auto)}
 
 
 def train_ppo(cfg: Config, resume: bool = False, *, time_limit_s: Optional[float] = None,

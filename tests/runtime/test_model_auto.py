@@ -48,3 +48,26 @@ def test_a_run_names_what_auto_became(tmp_path):
             assert summary["model_auto"]["prev_action_input"] is True
             assert "model auto: prev_action_input=true" in events
             assert "prev_action_input: auto" in (run / "config.yaml").read_text()
+
+
+def test_a_ppo_run_names_what_auto_became(tmp_path):
+    """PPO names the keys it uses: the previous action as the task declares, the episode-start flag 1, the whole
+    frame and no raw-frame features; ``input_scale`` (unused by PPO) is not named, a key given is not named."""
+    from r2ac.runtime.ppo import ppo_resolved_autos, train_ppo
+
+    def cfg(*extra):
+        return load_config(None, ["algo=ppo", f"env.id={FIRST_GUESS}", "env.options={span: 3}", "env.num_envs=2",
+                                  "ppo.rollout_length=8", "ppo.epochs=1", "ppo.minibatches=2", "ppo.encoder=[8]",
+                                  "model.core=rtu", "model.hidden_size=4", "total_steps=16",
+                                  f"run_dir={tmp_path / 'run'}", "logger.tensorboard=false",
+                                  "logger.progress_bar=false", *extra])
+
+    got = ppo_resolved_autos(cfg())
+    assert got["prev_action_input"] is True and got["episode_start_value"] == 1.0 and got["frame_pool"] == 1
+    assert got["centre_frames"] is got["frame_centroids"] is False and "input_scale" not in got
+    assert "prev_action_input" not in ppo_resolved_autos(cfg("model.prev_action_input=false"))
+    assert ppo_resolved_autos(cfg("env.id=tmaze", "env.options={corridor_length: 2}"))["prev_action_input"] is False
+    assert train_ppo(cfg())["status"] == "finished"
+    run = tmp_path / "run"
+    assert json.loads((run / "summary.json").read_text())["model_auto"] == got
+    assert "model auto: prev_action_input=true, episode_start_value=1, frame_pool=1" in (run / "events.log").read_text()
