@@ -13,7 +13,12 @@ answers never agree), and one that guesses between the two readings is at 1/2 on
 the state after the query step of every other episode and scored on the rest, read the rule (``rule read``,
 chance 1/2) and the right answer (``answer read``, chance 1/3; for a trained run also ``answer read from
 outputs``, from the core's output at the query, what the heads read). A rule the probe reads where the agent
-answers at 1/2 was kept, but not where the agent's linear heads could use it. Give it 2000 episodes or more.
+answers at 1/2 was kept, but not where the agent's linear heads could use it. The probe standardises each state
+entry, so it reads a faint trace as well as a strong one; ``rule gap`` says how strong: the distance between the
+two rules' mean states over the root-mean-square distance of the states from their overall mean (2 for a state
+that is the rule one-hot and nothing else, 0 for a state that does not depend on the rule); ``rule gap shuffled``
+is the same with the rules shuffled among the episodes (the median of 20 shuffles), the floor that sampling alone
+gives (about 2 / sqrt(episodes)). Give it 2000 episodes or more.
 """
 
 from __future__ import annotations
@@ -47,11 +52,30 @@ def answers_by_rule(policy, options: dict, episodes: int, num_envs: int = 100, s
     return right.reshape(2, 3).sum(1), seen.reshape(2, 3).sum(1)
 
 
+def rule_gap(state, rules) -> float:
+    """The distance between the mean ``state`` [n, D] of the episodes of rule 0 and that of rule 1 (``rules`` [n])
+    over the root-mean-square distance of the states from their overall mean; 0 where the states do not vary."""
+    state, rules = np.asarray(state, np.float64), np.asarray(rules)
+    gap = np.linalg.norm(state[rules == 0].mean(0) - state[rules == 1].mean(0))
+    spread = np.sqrt(((state - state.mean(0)) ** 2).sum(1).mean())
+    return float(gap / spread) if spread > 0 else 0.0
+
+
+def shuffled_gap(state, rules, shuffles: int = 20, seed: int = 0) -> float:
+    """The median ``rule_gap`` over ``shuffles`` random permutations of ``rules``: the gap of states that do not
+    depend on the rule, at this many episodes."""
+    rng = np.random.default_rng(seed)
+    return float(np.median([rule_gap(state, rng.permutation(rules)) for _ in range(shuffles)]))
+
+
 def probe_columns(record: dict) -> dict:
     """What the state at the query held (``--probe``): the share of held-out episodes (every other one) whose
-    rule, and whose right answer, a linear probe fit on the others read right."""
+    rule, and whose right answer, a linear probe fit on the others read right; the states' ``rule_gap``, and
+    their ``shuffled_gap``."""
     held_out = np.arange(record["group"].size) % 2 == 1
-    cols = {"rule read": float(probe_right(record["state"], record["group"] // 3, 2, held_out).mean()),
+    rules = record["group"] // 3
+    cols = {"rule read": float(probe_right(record["state"], rules, 2, held_out).mean()),
+            "rule gap": rule_gap(record["state"], rules), "rule gap shuffled": shuffled_gap(record["state"], rules),
             "answer read": float(probe_right(record["state"], record["group"] % 3, 3, held_out).mean())}
     if "output" in record:  # the heads' input at the query (a policy with act_with_outputs)
         cols["answer read from outputs"] = float(probe_right(record["output"], record["group"] % 3, 3,

@@ -49,15 +49,31 @@ def test_what_is_kept_of_the_rule_is_told_by_the_rules_answered(load_tool, how, 
     assert (row["colour"], row["place"]) == pytest.approx(tuple(shares))
 
 
-@pytest.mark.parametrize("how, rule_read", [("rule", 1.0), ("colour", 0.5)])
-def test_the_probe_reads_the_rule_where_it_was_kept(load_tool, how, rule_read):
+@pytest.mark.parametrize("how, rule_read, gap", [("rule", 1.0, 2.0), ("colour", 0.5, 0.0)])
+def test_the_probe_reads_the_rule_where_it_was_kept(load_tool, how, rule_read, gap):
     tool = load_tool("which_rule_answers")
     record = {}
     tool.answers_by_rule(Reader(how), {"span": 5}, episodes=1000, num_envs=50, seed=5, record=record)
     assert record["state"].shape == (1000, 2) and record["group"].max() < 6
     cols = tool.probe_columns(record)
     assert cols["rule read"] == pytest.approx(rule_read, abs=0.07)
+    assert cols["rule gap"] == pytest.approx(gap, abs=0.01)
     assert 0.0 <= cols["answer read"] <= 1.0 and "answer read from outputs" not in cols  # a stand-in has no outputs
+
+
+def test_the_rule_gap_is_scaled_by_the_states_spread(load_tool):
+    """A faint trace of the rule beside noise has a small gap; the same states scaled up keep theirs."""
+    tool = load_tool("which_rule_answers")
+    rng = np.random.default_rng(0)
+    rules = rng.integers(2, size=4000)
+    state = rng.normal(size=(4000, 8))
+    state[:, 0] += 0.3 * rules
+    faint = tool.rule_gap(state, rules)
+    assert 0.05 < faint < 0.2 and tool.rule_gap(1000 * state, rules) == pytest.approx(faint)
+    floor = tool.shuffled_gap(state, rules)
+    assert floor == pytest.approx(2 / np.sqrt(4000), rel=0.25) and floor < faint
+    state[:, 0] += 20 * rules
+    assert tool.rule_gap(state, rules) > 1.5
 
 
 def test_groups_hold_the_rule_and_the_answer(load_tool):
@@ -82,6 +98,7 @@ def test_a_trained_runs_checkpoint_plays_through_the_tool(played_row):
 def test_a_trained_runs_state_is_probed_and_too_few_episodes_refused(probed_row):
     row = probed_row("which_rule_answers", "gym:examples.which_rule:WhichRule", "{span: 6}", too_few=12)
     assert all(0.0 <= float(row[k]) <= 1.0 for k in ("rule read", "answer read", "answer read from outputs"))
+    assert float(row["rule gap"]) >= 0.0 and float(row["rule gap shuffled"]) >= 0.0
 
 
 def test_a_run_of_another_task_is_refused_by_name(load_tool, tiny_run):
