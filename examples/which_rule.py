@@ -14,8 +14,9 @@ Written after ``first_guess.py``, before any run of it, to test r2ac's defaults 
 earlier task the memory held the answer, or a thing to compare with the query; here it holds one bit that says
 which of two things the query shows is the answer (a delayed context-dependent decision). What an agent keeps shows
 in its score split by rule: ``tools/which_rule_answers.py``. Quickstart's settings reached 0.9 on 3/3 seeds at span
-150 in 0.9-1.7 minutes on 2 cores, at 500 in 2.7-8.4 and at 1000 (100x M) in 6.9-10.9; TBPTT stayed at the ceiling
-of an agent without the rule (docs/results.md, "The rule first").
+150 in 0.9-1.7 minutes on 2 cores, at 500 in 2.7-8.4 and at 1000 (100x M) in 6.9-10.9, at 3000 (300x M) on 2/2 seeds
+given an hour in 15.3 and 39.5 (a third, given 30, reached 0.83); TBPTT stayed at the ceiling of an agent without the
+rule (docs/results.md, "The rule first", "The rule first at 300x M").
 
     r2ac train configs/quickstart.yaml env.id=gym:examples.which_rule:WhichRule "env.options={span: 150}" \\
         total_steps=4000000
