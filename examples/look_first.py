@@ -18,8 +18,8 @@ window with probability 1 - (3/4)^3) is right on 0.72 of the episodes; 0.9 needs
 ``tools/look_first_answers.py`` splits a run's answers by whether, and when, it looked. Quickstart's settings
 reached 0.9 at span 150 on 3/3 seeds in 1.1-1.4 minutes on 2 cores; at span 500 on 1/2 within 20 (the other kept the
 colour and looked at chance: a look's worth reaches it as 0.99^500 of the reward), and with
-``learner.discount=0.999`` (quickstart's since 2026-12-03) on 2/2 in 3.6-3.9; TBPTT with the same M stayed near chance (docs/results.md, "Look
-first").
+``learner.discount=0.999`` (quickstart's since 2026-12-03) on 2/2 in 3.6-3.9; TBPTT with the same M stayed near
+chance (docs/results.md, "Look first").
 
     r2ac train configs/quickstart.yaml env.id=gym:examples.look_first:LookFirst "env.options={span: 150}" \\
         total_steps=4000000
