@@ -95,7 +95,7 @@ def _fmt(v: float) -> str:
 
 
 # Dashboard namespaces (TensorBoard tags, W&B keys): metrics.csv keeps the plain names.
-_TRAIN_KEYS = ("episode_return", "episode_length", "episodes")
+_TRAIN_KEYS = ("episode_return", "episode_length", "episodes", "episode_success")
 _SYSTEM_HINTS = ("_per_s", "busy", "bytes", "failures", "rejected", "lost_", "actor", "policy_lag", "memory",
                  "rss", "cpu", "node", "in_flight", "queue", "unroll_length", "rtrl", "skipped", "updates")
 

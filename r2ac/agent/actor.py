@@ -11,6 +11,10 @@ observations (``venv.final_observations``: the POPGym, MuJoCo and ``gymc:`` kind
 ``truncation_value``: at a frame whose episode a time limit cut (``info["truncated"]``), V(final observation)
 under the acting weights, from the core state that frame's episode ended in (one more step of the hidden
 state, for the cut columns only); the learner folds it into the last reward.
+
+Success: trajectories carry ``episode_success``, the env's ``info["success"]`` at the frame an episode ended
+(NaN elsewhere, and where the env reports none: see :func:`episode_success`); the runtime logs its mean beside
+the return, for tasks whose return is not their success rate (a reward on the way as well as at the goal).
 """
 
 from __future__ import annotations
@@ -23,6 +27,18 @@ import torch
 
 from r2ac.agent.distributions import categorical_sample
 from r2ac.agent.nets import AgentNet
+
+
+def episode_success(info: Dict, done, num_envs: int) -> torch.Tensor:
+    """[B] float64: ``info["success"]`` where ``done`` (an episode ended at this step), NaN elsewhere and where
+    the env's info has no ``success``."""
+    out = torch.full((num_envs,), float("nan"), dtype=torch.float64)
+    success = info.get("success")
+    if success is not None:
+        ended = torch.as_tensor(np.asarray(done, dtype=bool))
+        values = torch.as_tensor(np.asarray(success, dtype=np.float64))
+        out[ended] = values[ended]
+    return out
 
 
 class Actor:
@@ -67,6 +83,7 @@ class Actor:
             "policy_logits": torch.zeros(B, A),
             "episode_return": torch.full((B,), float("nan"), dtype=torch.float64),
             "episode_length": torch.zeros(B, dtype=torch.int64),
+            "episode_success": torch.full((B,), float("nan"), dtype=torch.float64),
         }
         frame["features"] = self.net.features(frame["obs"].unsqueeze(0))[0] if self.ship_features else None
         if self.truncation_values:
@@ -131,6 +148,7 @@ class Actor:
                 "policy_logits": logits,
                 "episode_return": torch.as_tensor(info["episode_return"], dtype=torch.float64),
                 "episode_length": torch.as_tensor(info["episode_length"], dtype=torch.int64),
+                "episode_success": episode_success(info, done, self.B),
                 "features": net.features(torch.from_numpy(np.ascontiguousarray(obs)).unsqueeze(0))[0]
                 if self.ship_features else None,
             }
@@ -147,7 +165,8 @@ class Actor:
             self.state = hidden
         obs_key = "features" if self.ship_features else "obs"
         traj = {k: torch.stack([f[k] for f in frames]) for k in
-                (obs_key, "reward", "done", "action", "policy_logits", "episode_return", "episode_length")}
+                (obs_key, "reward", "done", "action", "policy_logits", "episode_return", "episode_length",
+                 "episode_success")}
         if self.truncation_values:
             traj["truncation_value"] = torch.stack([f["truncation_value"] for f in frames])
         traj["initial_state"] = start_state

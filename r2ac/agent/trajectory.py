@@ -14,6 +14,9 @@ step is the first of the next trajectory, IMPALA's overlap):
                                       observations): V(final observation) of the episode that a time limit
                                       cut at frame t, under the acting weights (0 elsewhere); the learner
                                       folds discount * it into reward[t]
+    episode_success [M+1, B] float64  optional: the env's ``info["success"]`` for the episode that ended at t
+                                      (NaN elsewhere, and where the env reports none); logged as
+                                      ``episode_success`` and judged by ``r2ac bench memory`` for ``gym:`` tasks
     initial_state  dict of [B, ...]   core state before frame 0 (hidden + RTRL sensitivities)
     version        [B] int64          version of the weights that acted (for the policy lag)
     segment        [B] int64          the actor's trajectory number (consecutive trajectories of an actor
@@ -31,7 +34,8 @@ import torch
 from torch import Tensor
 
 TIME_KEYS = ("reward", "done", "action", "policy_logits", "episode_return", "episode_length")
-OPTIONAL_TIME_KEYS = ("truncation_value",)  # [M+1, B], kept where every part of a batch has it
+OPTIONAL_TIME_KEYS = ("truncation_value", "episode_success")  # [M+1, B], kept where every part of a batch has it
+FINITE_OPTIONAL_KEYS = ("truncation_value",)  # those that must be finite (episode_success is NaN between ends)
 COLUMN_KEYS = ("version", "segment", "slot")  # [B] per-column labels (segment and slot optional)
 DTYPES = {"done": torch.bool, "action": torch.int64, "episode_length": torch.int64}
 
@@ -148,7 +152,7 @@ def validate(traj: Dict, *, unroll_length: int, num_actions: int, state_spec: Di
                 return f"initial_state[{k!r}] has shape {tuple(st[k].shape)}, expected {(B,) + tuple(shape)}"
         if check_finite:
             for k in ("reward", "policy_logits") + ((key,) if key == "features" else ()) + tuple(
-                    o for o in OPTIONAL_TIME_KEYS if o in traj):
+                    o for o in FINITE_OPTIONAL_KEYS if o in traj):
                 if not torch.isfinite(traj[k]).all():
                     return f"{k} has non-finite values"
             for k, v in st.items():

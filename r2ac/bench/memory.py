@@ -260,20 +260,37 @@ def run_config(base: str, task: str, span: int, method: str, seed: int, run_dir:
     return cfg
 
 
-def read_success_curve(metrics_csv: str, window: int = 3, window_episodes: int = 0):
+def success_column(task: str) -> str:
+    """The metrics.csv column a task's success is read from: a task of the user's own (``gym:``) is judged by
+    ``episode_success`` (its env's ``info["success"]`` at episode ends) where its runs logged one, since its
+    return may count rewards on the way; every other task by its return (``episode_return``: r2ac's recall tasks
+    pay 1 for a success, and the watermaze is judged by its goals)."""
+    return "episode_success" if str(task).startswith("gym:") else "episode_return"
+
+
+def read_success_curve(metrics_csv: str, window: int = 3, window_episodes: int = 0,
+                       column: str = "episode_return"):
     """[(wall seconds since the first row, agent steps, success)]: the success of a row is the mean return
     over the last ``window`` log rows, or with ``window_episodes`` > 0 over the episodes that ended in the
     fewest last rows holding at least that many (the rows' means weighted by their episode counts; rows
     before the first full window are left out, so every point has the same statistical weight whatever the
-    episode length). Metrics without episode counts fall back to ``window`` rows."""
-    rows = []
+    episode length). Metrics without episode counts fall back to ``window`` rows. ``column``: the per-row mean
+    read (``episode_success``: :func:`success_column`); where the file has no value in it (an env that reports
+    no success, a run logged before it existed), the return."""
     with open(metrics_csv) as f:
-        for r in csv.DictReader(f):
-            ret = r.get("episode_return", r.get("train/episode_return", ""))
-            if ret not in ("", "nan", None):
-                count = r.get("episodes", r.get("train/episodes", ""))
-                rows.append((float(r["wall_time"]), float(r["step"]), float(ret),
-                             float(count) if count not in ("", "nan", None) else math.nan))
+        table = list(csv.DictReader(f))
+    def value(r):
+        return r.get(column, r.get("train/" + column, ""))
+
+    if column != "episode_return" and all(value(r) in ("", "nan", None) for r in table):
+        column = "episode_return"
+    rows = []
+    for r in table:
+        ret = value(r)
+        if ret not in ("", "nan", None):
+            count = r.get("episodes", r.get("train/episodes", ""))
+            rows.append((float(r["wall_time"]), float(r["step"]), float(ret),
+                         float(count) if count not in ("", "nan", None) else math.nan))
     if not rows:
         return []
     t0 = rows[0][0]
@@ -350,7 +367,7 @@ def _one_run(job) -> Dict:
     with open(summary_path) as f:
         summary = json.load(f)
     return {"task": task, "span": span, "method": method, "seed": seed, "status": summary["status"],
-            "steps": summary["step"], "steps_per_s": summary["steps_per_s"], "fresh": fresh_return(run_dir),
+            "steps": summary["step"], "steps_per_s": summary["steps_per_s"], "fresh": fresh_return(run_dir, task),
             "options": run_variant(run_dir, task, span) or "", "run_dir": run_dir}
 
 
@@ -358,8 +375,9 @@ FRESH_EPISODES = 3  # per env
 FRESH_SEED = 12345  # plus the run's seed
 
 
-def fresh_return(run_dir: str) -> float:
-    """The final weights' mean return on episodes of fresh envs (each env's first ``FRESH_EPISODES``, sampled
+def fresh_return(run_dir: str, task: str = "") -> float:
+    """The final weights' mean return (for a ``gym:`` task that reports ``info["success"]``, its mean success:
+    :func:`success_column`) on episodes of fresh envs (each env's first ``FRESH_EPISODES``, sampled
     actions, eval seed ``FRESH_SEED`` plus the run's seed, so that the seeds of a cell are judged on
     independent episodes and draws; ``fresh.json`` in the run directory, computed once, keeps the seed; runs
     judged before this change, 2026-11-29, all used 12345, and runs at chance shared one draw's luck). The
@@ -382,10 +400,16 @@ def fresh_return(run_dir: str) -> float:
         seed = FRESH_SEED + int(cfg.seed)
         result = evaluate_run(run_dir, sets=1, episodes=FRESH_EPISODES * num_envs, seed=seed, greedy=False,
                               num_envs=num_envs, video=False, log=False)
-        atomic_write_text(path, json.dumps({"mean": result["mean"], "episodes": result["episodes"],
-                                            "step": result["step"], "seed": seed}))
+        fresh = {"mean": result["mean"], "episodes": result["episodes"], "step": result["step"], "seed": seed}
+        success = result.get("episode_info", {}).get("success", {})
+        if success.get("count"):
+            fresh["success"] = success["mean"]  # the env's info["success"] over the episodes that reported it
+        atomic_write_text(path, json.dumps(fresh))
     with open(path) as f:
-        return float(json.load(f)["mean"])
+        fresh = json.load(f)
+    if success_column(task) == "episode_success" and "success" in fresh:
+        return float(fresh["success"])
+    return float(fresh["mean"])
 
 
 def summarize(runs: List[Dict], threshold: float) -> List[Dict]:
@@ -597,7 +621,8 @@ def rejudge(runs: Sequence[Dict], threshold: float, window_episodes: int = 400, 
         if not os.path.exists(f):
             missing[r["bench_dir"]] = missing.get(r["bench_dir"], 0) + 1
             continue
-        r.update(judge(read_success_curve(f, window_episodes=window_episodes), threshold,
+        r.update(judge(read_success_curve(f, window_episodes=window_episodes, column=success_column(r["task"])),
+                       threshold,
                        first=0 if window_episodes > 0 else 2))
     if missing:
         where = "; ".join(f"{d}: {n} run(s)" for d, n in missing.items())
@@ -838,7 +863,8 @@ def compare_curves(settings: Dict[str, List[str]], window_episodes: int = 400) -
             for r in cells.get(key, ((), ()))[1]:
                 f = os.path.join(bench_run_dir(r["bench_dir"], r["task"], r["span"], r["method"], r["seed"]),
                                  "metrics.csv")
-                curve = read_success_curve(f, window_episodes=window_episodes) if os.path.exists(f) else []
+                curve = read_success_curve(f, window_episodes=window_episodes, column=success_column(r["task"])) \
+                    if os.path.exists(f) else []
                 if curve:
                     out.setdefault(key, {}).setdefault(label, []).append(curve)
     return out
@@ -1158,7 +1184,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     curves = {}
     for r in runs:
         path = os.path.join(r.get("run_dir", ""), "metrics.csv")
-        curves[r.get("run_dir", "")] = read_success_curve(path, window_episodes=args.window_episodes) \
+        curves[r.get("run_dir", "")] = read_success_curve(path, window_episodes=args.window_episodes,
+                                                          column=success_column(r["task"])) \
             if os.path.exists(path) else []
         r.update(judge(curves[r.get("run_dir", "")], args.threshold, first=0 if args.window_episodes > 0 else 2))
         r["wall_s"] = curves[r.get("run_dir", "")][-1][0] if curves[r.get("run_dir", "")] else math.nan

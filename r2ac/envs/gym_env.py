@@ -15,6 +15,11 @@ concatenated) into a float32 vector ``(D,)``. Actions must be ``Discrete`` (any 
 (set ``box_actions = True``), keep only some observation entries (``_observation_indices``) and report
 ``info["final_observation"]`` (the last observation of an episode that ended; see ``final_observations``).
 Env b is seeded with ``seed + b`` at the first reset; later resets continue its own generator.
+
+Success: where an episode ends (terminated or truncated) and the env's step info holds ``"success"`` (a number or a
+bool), the vector's info has it as ``info["success"]`` (float64, NaN where no episode ended or none was reported),
+as r2ac's own tasks report theirs; runs log its mean as ``episode_success`` and ``r2ac bench memory`` judges a
+``gym:`` task by it. A task whose return is not its success rate (rewards on the way) should report it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,16 @@ import numpy as np
 from r2ac.envs.base import EpisodeTracker, VecEnv, check_actions
 
 __all__ = ["GymVecEnv", "resolve_gym_factory"]
+
+
+def _success_value(value: Any, env_id: str) -> float:
+    """The float of an env's ``info["success"]`` at an episode's end, or a ValueError that says what it must be."""
+    v = np.asarray(value)
+    if v.shape != () or v.dtype.kind not in "biuf":
+        raise ValueError(f"gym env {env_id!r}: info['success'] at an episode's end must be one number or bool "
+                         f"(1 / True: the episode succeeded), got {value!r}; r2ac logs its mean as "
+                         f"episode_success. Report a scalar, or leave the key out")
+    return float(v)
 
 
 def import_user_module(name: str):
@@ -242,10 +257,15 @@ class GymVecEnv(VecEnv):
         reward = np.zeros(self.num_envs, dtype=np.float32)
         terminated = np.zeros(self.num_envs, dtype=bool)
         truncated = np.zeros(self.num_envs, dtype=bool)
+        success = None
         for b, env in enumerate(self.envs):
-            o, r, term, trunc, _ = env.step(self._env_action(actions, b))
+            o, r, term, trunc, step_info = env.step(self._env_action(actions, b))
             reward[b], terminated[b], truncated[b] = r, term, trunc
             if term or trunc:
+                if isinstance(step_info, dict) and "success" in step_info:
+                    if success is None:
+                        success = np.full(self.num_envs, np.nan)
+                    success[b] = _success_value(step_info["success"], self.env_id)
                 if final is not None:
                     final[b] = self._convert(o)
                 o, _ = env.reset()
@@ -253,6 +273,8 @@ class GymVecEnv(VecEnv):
         done = terminated | truncated
         info = self.tracker.update(reward, done)
         info["truncated"] = truncated & ~terminated
+        if success is not None:
+            info["success"] = success
         if final is not None:
             info["final_observation"] = final
         return obs, reward, done, info

@@ -228,10 +228,12 @@ def _stop_on_signals(session: "RunSession"):
 
 
 class RecentEpisodes:
-    """Episode returns/lengths finished since the last log row, plus a longer window for the bar."""
+    """Episode returns/lengths (and successes, where the env reports them) finished since the last log row,
+    plus a longer window of returns for the bar."""
 
     def __init__(self, window: int = 100):
         self.pending: List[tuple] = []
+        self.pending_success: List[float] = []
         self.window = collections.deque(maxlen=window)
         self.count = 0
 
@@ -248,13 +250,22 @@ class RecentEpisodes:
         done = ~torch.isnan(ret)
         if done.any():
             self.extend(zip(ret[done].tolist(), traj["episode_length"][1:][done].tolist()))
+            if "episode_success" in traj:
+                success = traj["episode_success"][1:][done]
+                self.pending_success.extend(success[~torch.isnan(success)].tolist())
 
     def pop_metrics(self) -> Dict[str, float]:
+        """The means since the last call: ``episode_return``, ``episode_length``, ``episodes`` (the count so
+        far), and ``episode_success`` where ended episodes reported one."""
         if not self.pending:
             return {}
         r, n = zip(*self.pending)
         self.pending = []
-        return {"episode_return": float(np.mean(r)), "episode_length": float(np.mean(n)), "episodes": self.count}
+        out = {"episode_return": float(np.mean(r)), "episode_length": float(np.mean(n)), "episodes": self.count}
+        if self.pending_success:
+            out["episode_success"] = float(np.mean(self.pending_success))
+            self.pending_success = []
+        return out
 
     def recent(self) -> Optional[float]:
         return float(np.mean(self.window)) if self.window else None
