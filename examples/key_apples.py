@@ -56,7 +56,8 @@ class KeyApples(gym.Env):
         if not 0.0 <= apple_rate <= 1.0:
             raise ValueError(f"apple_rate must be a probability in [0, 1], got {apple_rate}")
         self.span, self.size, self.thing = int(span), int(size), int(thing)
-        self.apple_rate, self.apple_reward, self.door_reward = float(apple_rate), float(apple_reward), float(door_reward)
+        self.apple_rate, self.apple_reward = float(apple_rate), float(apple_reward)
+        self.door_reward = float(door_reward)
         self.observation_space = gym.spaces.Box(0, 255, (self.size, self.size, 3), np.uint8)
         self.action_space = gym.spaces.Discrete(THIRDS)
         self.t = 0
