@@ -8,7 +8,9 @@ wall-clock budget and is judged from its training curve:
 
     success      the mean training return of the last 400 episodes (``--window-episodes``; 0: of the
                  episodes ended in each of the last 3 log rows, which at long spans hold few episodes);
-                 for the cue, copy, key-door and T-maze tasks it is the fraction solved (copy: bits right)
+                 for the cue, copy, key-door and T-maze tasks it is the fraction solved (copy: bits right);
+                 a ``gym:`` task whose env reports ``info["success"]`` at its episodes' ends is judged by
+                 that instead (``episode_success``: its return may count rewards on the way)
     solved       first time (wall seconds, agent steps) that success >= --threshold
     held         the lowest success after solving (``no collapse`` means held >= threshold)
     settled      the lowest success after it first reached (1 + threshold) / 2 (0.95): held without the
