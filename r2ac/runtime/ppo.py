@@ -153,7 +153,7 @@ class PPOSession(RunSession):
         t2 = time.time()
         self.counters["step"] += self.steps_per_rollout
         self.counters["iterations"] += 1
-        self.episodes.extend(ro.episodes)
+        self.episodes.extend(ro.episodes, ro.successes)
         row = dict(stats)
         row.update(self.episodes.pop_metrics())
         row.update(episodes=self.episodes.count, iterations=self.counters["iterations"],

@@ -237,22 +237,22 @@ class RecentEpisodes:
         self.window = collections.deque(maxlen=window)
         self.count = 0
 
-    def extend(self, episodes) -> None:
-        """Finished episodes as (return, length) pairs."""
+    def extend(self, episodes, successes=()) -> None:
+        """Finished episodes as (return, length) pairs, and the successes of those that reported one."""
         for r, n in episodes:
             self.pending.append((r, n))
             self.window.append(r)
             self.count += 1
+        self.pending_success.extend(float(s) for s in successes)
 
     def add(self, traj: Dict) -> None:
         """The episodes that ended inside a trajectory (steps 1..M)."""
         ret = traj["episode_return"][1:]
         done = ~torch.isnan(ret)
         if done.any():
-            self.extend(zip(ret[done].tolist(), traj["episode_length"][1:][done].tolist()))
-            if "episode_success" in traj:
-                success = traj["episode_success"][1:][done]
-                self.pending_success.extend(success[~torch.isnan(success)].tolist())
+            success = traj["episode_success"][1:][done] if "episode_success" in traj else torch.empty(0)
+            self.extend(zip(ret[done].tolist(), traj["episode_length"][1:][done].tolist()),
+                        success[~torch.isnan(success)].tolist())
 
     def pop_metrics(self) -> Dict[str, float]:
         """The means since the last call: ``episode_return``, ``episode_length``, ``episodes`` (the count so

@@ -167,3 +167,20 @@ def test_bench_memory_judges_key_apples_by_its_success_not_its_return(tmp_path):
     assert ended and all(0.0 <= float(r["episode_success"]) <= 1.0 for r in ended)
     assert np.mean([float(r["episode_return"]) for r in ended]) > np.mean([float(r["episode_success"]) for r in ended])
     assert 0.0 <= float(row["final"]) <= 1.0 and 0.0 <= float(row["fresh"]) <= 1.0
+
+
+def test_a_ppo_run_logs_the_success_beside_the_return(tmp_path):
+    """``algo: ppo`` logs ``episode_success`` too: a real short PPO run of key and apples whose apples pay 1 each."""
+    from r2ac.config import load_config
+    from r2ac.runtime.ppo import train_ppo
+
+    cfg = load_config(None, ["algo=ppo", "env.id=gym:examples.key_apples:KeyApples", "env.num_envs=2",
+                             "env.options={span: 5, apple_rate: 1.0, apple_reward: 1.0}", "ppo.rollout_length=12",
+                             "ppo.epochs=1", "ppo.minibatches=2", "ppo.encoder=[8]", "model.core=rtu",
+                             "model.hidden_size=4", "total_steps=96", f"run_dir={tmp_path / 'run'}",
+                             "logger.tensorboard=false", "logger.progress_bar=false"])
+    assert train_ppo(cfg)["status"] == "finished"
+    rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
+    ended = [r for r in rows if r.get("episode_success", "") not in ("", "nan")]
+    assert ended and all(0.0 <= float(r["episode_success"]) <= 1.0 for r in ended)
+    assert np.mean([float(r["episode_return"]) for r in ended]) > np.mean([float(r["episode_success"]) for r in ended])

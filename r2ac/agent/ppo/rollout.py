@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from r2ac.agent.actor import episode_success
 from r2ac.agent.inputs import core_input
 from r2ac.agent.losses import gae_advantages
 from r2ac.agent.ppo.net import PPONet, action_spec
@@ -53,6 +54,7 @@ class Rollout:
     advantages: Optional[Tensor] = None
     returns: Optional[Tensor] = None
     episodes: List[Tuple[float, int]] = field(default_factory=list)
+    successes: List[float] = field(default_factory=list)  # info["success"] of the ended episodes that report one
 
     @property
     def length(self) -> int:
@@ -161,6 +163,7 @@ class RolloutCollector:
         done_all = torch.empty((L, B), dtype=torch.bool, device=dev)
         trunc_all = torch.zeros((L, B), dtype=torch.bool, device=dev)
         episodes: List[Tuple[float, int]] = []
+        successes: List[float] = []
         for t in range(L):
             for k, v in self.state.items():
                 states[k][t] = v
@@ -177,6 +180,8 @@ class RolloutCollector:
             ended = ~np.isnan(info["episode_return"])
             for b in np.flatnonzero(ended):
                 episodes.append((float(info["episode_return"][b]), int(info["episode_length"][b])))
+            success = episode_success(info, ended, B)
+            successes.extend(success[~torch.isnan(success)].tolist())
             reward[t] = torch.as_tensor(self._scale_rewards(r, done), device=dev)
             done_t = torch.as_tensor(done, device=dev)
             done_all[t] = done_t
@@ -200,7 +205,7 @@ class RolloutCollector:
                        reward=reward, done=done_all, truncated=trunc_all, final_x=final_x, final_value=final_value,
                        next_x=next_x, next_reset=self.reset.clone(),
                        final_state={k: v.clone() for k, v in self.state.items()},
-                       bootstrap_value=out["value"][0], episodes=episodes)
+                       bootstrap_value=out["value"][0], episodes=episodes, successes=successes)
 
 
 # --------------------------------------------------------------------------------------------------
