@@ -203,6 +203,46 @@ def reward_unit(largest_abs_reward: float) -> float:
     return largest_abs_reward if largest_abs_reward > 0 else 1.0
 
 
+def held_answer(stake: float, entropy_weight: float, logit_penalty: float = 0.0, actions: int = 3,
+                floor_fraction: float = 0.0, margin: float = 0.0, gap_max: float = 60.0) -> dict:
+    """Where the IMPALA loss's own terms hold a choice of one right answer among ``actions`` that pays ``stake``
+    (the others nothing): the logit gap g >= 0 of the right action over the others, and its probability p, that
+    maximise the per-step objective p(g) * stake + entropy_weight * min(H(g), floor_fraction * ln A)
+    - logit_penalty * 0.5 * sum_a max(|z_a - mean z| - margin, 0)^2 (floor 0: the plain bonus), with
+    ``logit_penalty`` already times the reward unit u (as the learner weighs it). Returns {"gap", "p"}.
+
+    The policy gradient's expectation is the gradient of p * stake, so this is where learning settles on a
+    step whose stake is known: with no penalty and no floor, p = e^(s/c) / (e^(s/c) + A - 1) (softmax(s/c)).
+    At quickstart's weights (c = 0.05, penalty 0.001, floor 0.9, u = 1) an answer worth 1 is held at p = 0.994,
+    one worth 0.1 at p = 0.76 (docs/results.md, "Key and apples: the apples' share")."""
+    if actions < 2:
+        raise ValueError(f"held_answer: a choice needs >= 2 actions, got {actions}")
+    if entropy_weight < 0 or logit_penalty < 0 or margin < 0:
+        raise ValueError(f"held_answer: entropy_weight, logit_penalty and margin must be >= 0, got "
+                         f"{entropy_weight}, {logit_penalty}, {margin}")
+    if not 0.0 <= floor_fraction <= 1.0:
+        raise ValueError(f"held_answer: floor_fraction must be in [0, 1] (0 = the plain bonus), got {floor_fraction}")
+
+    def objective(g: Tensor) -> Tensor:
+        z = torch.zeros(g.shape + (actions,), dtype=torch.float64)
+        z[..., 0] = g
+        logp = torch.log_softmax(z, -1)
+        h = -(logp.exp() * logp).sum(-1)
+        bonus = h.clamp(max=floor_fraction * math.log(actions)) if floor_fraction > 0 else h
+        pull = 0.5 * torch.relu((z - z.mean(-1, keepdim=True)).abs() - margin).pow(2).sum(-1)
+        return logp[..., 0].exp() * stake + entropy_weight * bonus - logit_penalty * pull
+
+    lo, hi = 0.0, float(gap_max)
+    for _ in range(4):  # a grid, then finer grids around its best point
+        g = torch.linspace(lo, hi, 2001, dtype=torch.float64)
+        i = int(objective(g).argmax())
+        step = (hi - lo) / 2000
+        lo, hi = max(0.0, float(g[i]) - step), float(g[i]) + step
+    gap = 0.5 * (lo + hi)
+    p = float(torch.softmax(torch.tensor([gap] + [0.0] * (actions - 1), dtype=torch.float64), 0)[0])
+    return {"gap": gap, "p": p}
+
+
 def step_rewards(batch: Mapping[str, Tensor], dtype: torch.dtype, discount: float, reward_clip: float,
                  truncation_bootstrap: bool = False) -> Tensor:
     """The rewards r_t of a loss's T steps ([T, B], from ``batch["reward"][1:]``), clipped to

@@ -317,3 +317,61 @@ def test_ppo_loss_combines_pieces():
     assert unnormalised.item() != pytest.approx(total.item())
     with pytest.raises(ValueError, match="reduction"):
         ppo_value_loss(values, old_values, returns, reduction="avg")
+
+
+# --------------------------------------------------------------------------------------------------
+# held_answer: where the loss's own terms hold a choice of known stake
+# --------------------------------------------------------------------------------------------------
+
+def test_held_answer_is_softmax_of_stake_over_weight_without_penalty_or_floor():
+    from r2ac.agent.losses import held_answer
+
+    for stake, c, A in [(0.1, 0.05, 3), (1.0, 0.25, 2), (0.3, 0.1, 5)]:
+        odds = math.exp(stake / c)
+        assert held_answer(stake, c, actions=A)["p"] == pytest.approx(odds / (odds + A - 1), abs=1e-6)
+
+
+def test_held_answer_settles_where_the_penalty_balances_the_stake():
+    from r2ac.agent.losses import held_answer
+
+    for stake, lam, A in [(0.1, 0.001, 3), (1.0, 0.01, 4)]:
+        out = held_answer(stake, 0.0, logit_penalty=lam, actions=A)
+        p, g = out["p"], out["gap"]
+        assert stake * p * (1 - p) == pytest.approx(lam * g * (A - 1) / A, rel=1e-4)  # d/dg of both terms
+    # within a margin there is no pull: the gap goes past it (the right logit's offset is g (A - 1) / A)
+    assert held_answer(0.1, 0.0, logit_penalty=0.001, actions=3, margin=10.0)["gap"] > 15.0
+    assert held_answer(1.0, 0.05, 0.001, 3, 0.9)["p"] > held_answer(0.1, 0.05, 0.001, 3, 0.9)["p"]
+
+
+def test_held_answer_agrees_with_minimising_the_losses_own_terms_over_free_logits():
+    """The same optimum from the loss's functions (categorical_entropy_bonus with its floor, centred_logit_penalty)
+    over A free logits, minimised by L-BFGS: the one-gap family loses nothing."""
+    from r2ac.agent.losses import categorical_entropy_bonus, centred_logit_penalty, held_answer
+
+    for stake, c, lam, floor in [(0.1, 0.05, 0.001, 0.9), (0.3, 0.05, 0.001, 0.9), (0.1, 0.01, 0.001, 0.9),
+                                 (0.5, 0.1, 0.0, 0.0)]:
+        z = torch.tensor([0.3, -0.2, 0.1], dtype=torch.float64, requires_grad=True)
+        opt = torch.optim.LBFGS([z], max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-14,
+                                line_search_fn="strong_wolfe")
+
+        def closure():
+            opt.zero_grad()
+            loss = -(torch.softmax(z, 0)[0] * stake + c * categorical_entropy_bonus(z, floor)[1]
+                     - lam * centred_logit_penalty(z))
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        want = held_answer(stake, c, lam, 3, floor)["p"]
+        assert float(torch.softmax(z.detach(), 0)[0]) == pytest.approx(want, abs=2e-4)
+
+
+def test_held_answer_refuses_what_is_not_a_choice():
+    from r2ac.agent.losses import held_answer
+
+    with pytest.raises(ValueError, match="needs >= 2 actions"):
+        held_answer(1.0, 0.05, actions=1)
+    with pytest.raises(ValueError, match="floor_fraction must be in"):
+        held_answer(1.0, 0.05, floor_fraction=1.5)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        held_answer(1.0, -0.05)
