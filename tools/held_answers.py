@@ -15,7 +15,6 @@ wrong action, and writes them as CSV with ``--out``.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from typing import Dict, List, Optional
 
@@ -41,6 +40,7 @@ def held_rows(cfg, actions: int, unit: float, stakes: List[float]) -> List[Dict]
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    from r2ac.bench.common import print_markdown_and_csv
     from r2ac.config import load_config
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -53,16 +53,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = ap.parse_args(argv)
     cfg = load_config(a.config, a.overrides)
     rows = held_rows(cfg, a.actions, a.unit, [float(s) for s in a.stakes.split(",")])
-    print(f"{'stake':>8s} {'stake/u':>8s} {'entropy w':>9s} {'penalty w':>9s} {'gap':>7s} {'p(right)':>9s} "
-          f"{'odds/wrong':>10s}")
-    for r in rows:
-        print(f"{r['stake']:8g} {r['stake_over_unit']:8g} {r['entropy_weight']:9g} {r['logit_penalty']:9g} "
-              f"{r['gap']:7.3f} {r['p_right']:9.4f} {r['odds_vs_each_wrong']:10.1f}")
-    if a.out:
-        with open(a.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+    print_markdown_and_csv(rows, list(rows[0]), a.out)
     return 0
 
 

@@ -49,16 +49,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("runs", nargs="+", help="run directories of examples/key_apples.py")
     p.add_argument("--last", type=int, default=20, help="log rows that ended episodes to average over (default 20)")
     p.add_argument("--out", help="CSV to write")
+    from r2ac.bench.common import print_markdown_and_csv
+
     a = p.parse_args(argv)
     rows = [picked(r, a.last) for r in a.runs]
-    print(f"{'run':60s} {'step':>9s} {'success':>8s} {'picked':>7s} {'episodes':>8s}")
-    for r in rows:
-        print(f"{r['run']:60s} {r['step']:>9s} {r['success']:8.3f} {r['picked']:7.3f} {r['episodes']:8d}")
-    if a.out:
-        with open(a.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+    print_markdown_and_csv(rows, list(rows[0]), a.out)
     return 0
 
 
