@@ -270,6 +270,12 @@ def success_column(task: str) -> str:
     return "episode_success" if str(task).startswith("gym:") else "episode_return"
 
 
+def success_label(task: str) -> str:
+    """The y label of a task's success curve: what :func:`success_column` reads."""
+    return "training success (info['success'])" if success_column(task) == "episode_success" \
+        else "training success (return)"
+
+
 def read_success_curve(metrics_csv: str, window: int = 3, window_episodes: int = 0,
                        column: str = "episode_return"):
     """[(wall seconds since the first row, agent steps, success)]: the success of a row is the mean return
@@ -889,7 +895,7 @@ def plot_compare_curves(curves: Dict[tuple, Dict[str, list]], path: str, thresho
             ax.axhline(threshold, color="grey", lw=0.8, ls="--")
         _panel_title(ax, f"{task}, span {span}" + ("" if method == "rtrl" else f", {method}"))
         ax.set_xlabel("M agent steps")
-        ax.set_ylabel("training success (return)")
+        ax.set_ylabel(success_label(task))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     _save_panels(fig, axes, len(curves), path)
@@ -1053,7 +1059,7 @@ def plot(runs: List[Dict], curves: Dict[str, list], path: str, threshold: float,
         ax.axhline(threshold, color="grey", lw=0.8, ls="--")
         _panel_title(ax, f"{task}, span {span}")
         ax.set_xlabel("wall time (minutes, one CPU core per run)")
-        ax.set_ylabel("training success (return)")
+        ax.set_ylabel(success_label(task))
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:  # no curve yet: a run shorter than one success window
             ax.legend(fontsize=7)

@@ -15,7 +15,7 @@ import torch
 
 from r2ac.agent.actor import episode_success
 from r2ac.agent.trajectory import concat, validate
-from r2ac.bench.memory import read_success_curve, success_column
+from r2ac.bench.memory import read_success_curve, success_column, success_label
 from r2ac.envs import make_vec_env
 from r2ac.runtime.session import RecentEpisodes
 
@@ -119,6 +119,8 @@ def _metrics(path, rows):
 
 def test_the_bench_judges_a_gym_task_by_its_success_and_the_rest_by_the_return(tmp_path):
     assert success_column("gym:examples.key_apples:KeyApples") == "episode_success"
+    assert success_label("gym:examples.key_apples:KeyApples") == "training success (info['success'])"
+    assert success_label("cue-pixels") == "training success (return)"
     assert success_column("cue-pixels") == success_column("watermaze") == success_column("popgym:RepeatFirstEasy") \
         == "episode_return"
     f = tmp_path / "metrics.csv"
