@@ -28,9 +28,9 @@ import torch
 
 from r2ac.agent.distributions import categorical_sample
 from r2ac.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, load_latest_checkpoint
-from r2ac.config import Config, ConfigError, config_from_dict, upgrade_resolved
+from r2ac.config import Config, config_from_dict, upgrade_resolved
 
-__all__ = ["Policy", "PolicyState", "initial_net", "load", "load_checkpoint_for", "run_dir_of_path"]
+__all__ = ["PPOPolicy", "Policy", "PolicyState", "initial_net", "load", "load_checkpoint_for", "run_dir_of_path"]
 
 
 @dataclasses.dataclass
@@ -38,7 +38,7 @@ class PolicyState:
     """What :meth:`Policy.act` carries between calls (one row per env)."""
 
     core: Any                  # the recurrent core's state (no RTRL sensitivities: acting needs none)
-    action: torch.Tensor       # [B] int64, the previous action (an input when model.prev_action_input)
+    action: torch.Tensor       # [B] int64 (or [B, A] float: a PPO agent's Box actions), the previous action
     first: torch.Tensor        # [B] bool, rows whose next observation starts an episode
 
 
@@ -78,7 +78,8 @@ def _config_of(ckpt: dict, where: str) -> Config:
 
 
 class Policy:
-    """A trained IMPALA/A2C agent: ``act(obs, state) -> (actions, state)`` on CPU (or ``device``)."""
+    """A trained IMPALA/A2C agent: ``act(obs, state) -> (actions, state)`` on CPU (or ``device``); an
+    ``algo: ppo`` agent is a :class:`PPOPolicy`."""
 
     def __init__(self, net, config: Config, *, step: int = 0, checkpoint: str = "", greedy: bool = False,
                  seed: int = 0, device: str = "cpu"):
@@ -89,7 +90,7 @@ class Policy:
         self.greedy = bool(greedy)
         self.device = torch.device(device)
         self.generator = torch.Generator(device=self.device).manual_seed(int(seed))
-        self.num_actions = int(net.num_actions)
+        self.num_actions = int(net.num_actions if hasattr(net, "num_actions") else net.action_dim)
         self.observation_shape = tuple(net.observation_shape) if hasattr(net, "observation_shape") else None
 
     def initial_state(self, batch_size: int = 1) -> PolicyState:
@@ -152,6 +153,104 @@ class Policy:
                 f"{'greedy' if self.greedy else 'sampled'} actions)")
 
 
+class PPOPolicy(Policy):
+    """A trained ``algo: ppo`` agent (``r2ac.agent.ppo``) behind :class:`Policy`'s interface. Its input is built
+    as in training (:func:`r2ac.agent.ppo.rollout.network_input`: the observation normalised by the running
+    statistics saved with the weights, which acting leaves as they are, and the previous reward and action
+    where the run fed them). Discrete actions are int64 ``[B]``; Box actions float64 ``[B, A]`` in the
+    network's units (the env maps [-1, 1] onto its bounds), greedy ones the Gaussian's mean."""
+
+    def __init__(self, net, config: Config, *, inputs, **kwargs):
+        super().__init__(net, config, **kwargs)
+        self.inputs = inputs
+        self.continuous = net.action_kind == "continuous"
+
+    def initial_state(self, batch_size: int = 1) -> PolicyState:
+        B = int(batch_size)
+        core = self.net.initial_state(B, device=self.device, sensitivities=False)
+        ref = next(self.net.parameters())
+        action = (torch.zeros(B, self.net.action_dim, dtype=ref.dtype, device=self.device) if self.continuous
+                  else torch.zeros(B, dtype=torch.int64, device=self.device))
+        return PolicyState(core, action, torch.ones(B, dtype=torch.bool, device=self.device))
+
+    @torch.no_grad()
+    def act_with_outputs(self, obs, state: Optional[PolicyState] = None, *, reward=None, done=None,
+                         greedy: Optional[bool] = None) -> Tuple[np.ndarray, PolicyState, dict]:
+        """:meth:`act` that also returns the network's outputs for ``obs``: ``baseline`` ``[B]`` (the value) and
+        ``policy_logits`` ``[B, num_actions]`` (discrete actions) or ``action_mean`` and ``action_std``
+        ``[B, A]`` (Box actions)."""
+        from r2ac.agent.ppo.rollout import flat_observations, network_input
+
+        x = torch.as_tensor(np.ascontiguousarray(obs))
+        single = self.observation_shape is not None and tuple(x.shape) == self.observation_shape
+        if single:
+            x = x.unsqueeze(0)
+        B = x.shape[0]
+        if state is None:
+            state = self.initial_state(B)
+        if state.first.shape[0] != B:
+            raise ValueError(f"the state holds {state.first.shape[0]} envs but obs has {B}; "
+                             f"use policy.initial_state({B})")
+        ref = next(self.net.parameters())
+        r = (torch.zeros(B) if reward is None else torch.as_tensor(np.asarray(reward, dtype=np.float64)).reshape(B))
+        first = state.first.clone()
+        if done is not None:
+            first |= torch.as_tensor(np.asarray(done, dtype=bool)).reshape(B).to(self.device)
+        xt = network_input(self.net, self.inputs, flat_observations(x, ref), r.to(self.device, ref.dtype),
+                           state.action, first)
+        out, core = self.net(xt[None], state.core, first[None], sensitivities=False)
+        policy = out["policy"][0]
+        outputs = {"baseline": out["value"][0].float()}
+        if self.continuous:
+            outputs.update(action_mean=policy.float(), action_std=self.net.log_std.exp().expand_as(policy).float())
+        else:
+            outputs["policy_logits"] = policy.float()
+        if self.greedy if greedy is None else greedy:
+            action = policy.clone() if self.continuous else policy.argmax(-1)
+        else:
+            action = self.net.sample(policy, self.generator)
+        new = PolicyState(core, action, torch.zeros(B, dtype=torch.bool, device=self.device))
+        a = action.cpu().to(torch.float64).numpy() if self.continuous else action.cpu().numpy()
+        return (a[0] if single else a), new, outputs
+
+    def act_with_logits(self, obs, state: Optional[PolicyState] = None, *, reward=None, done=None,
+                        greedy: Optional[bool] = None) -> Tuple[np.ndarray, PolicyState, torch.Tensor]:
+        """:meth:`act` that also returns the policy logits (discrete actions) or the Gaussian's means (Box)."""
+        action, new, out = self.act_with_outputs(obs, state, reward=reward, done=done, greedy=greedy)
+        return action, new, out["action_mean" if self.continuous else "policy_logits"]
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"PPOPolicy({c.env.id}, {c.model.core}/{c.model.learning}, step={self.step}, "
+                f"{'greedy' if self.greedy else 'sampled'} actions)")
+
+
+def ppo_policy_from_checkpoint(ckpt: dict, cfg: Config, *, greedy: bool = False, seed: int = 0,
+                               device: str = "cpu") -> PPOPolicy:
+    """A :class:`PPOPolicy` from a loaded checkpoint of an ``algo: ppo`` run (its env is built once for its
+    shapes and action kind)."""
+    from r2ac.agent.ppo import action_spec
+    from r2ac.envs import make_config_env
+    from r2ac.runtime.ppo import build_ppo_net, ppo_input_spec
+
+    where = ckpt.get("path", "the checkpoint")
+    venv = make_config_env(cfg.env, 1, cfg.seed)
+    try:
+        net = build_ppo_net(cfg, venv)
+        observation_shape, kind = tuple(venv.observation_shape), action_spec(venv)[0]
+    finally:
+        venv.close()
+    try:
+        net.load_state_dict(ckpt["model"])
+    except (KeyError, RuntimeError) as e:
+        raise CheckpointError(f"{where}: its weights do not fit the PPO network of its config "
+                              f"({str(e).splitlines()[0]})") from None
+    net.observation_shape = observation_shape
+    return PPOPolicy(net, cfg, inputs=ppo_input_spec(cfg, kind == "continuous"),
+                     step=int(ckpt.get("counters", {}).get("step", 0)), checkpoint=str(where), greedy=greedy,
+                     seed=seed, device=device)
+
+
 def policy_from_checkpoint(ckpt: dict, cfg: Optional[Config] = None, *, greedy: bool = False, seed: int = 0,
                            device: str = "cpu", observation_shape=None, num_actions=None) -> Policy:
     """A :class:`Policy` from a loaded checkpoint (the env is built once to learn its shapes unless they
@@ -161,7 +260,7 @@ def policy_from_checkpoint(ckpt: dict, cfg: Optional[Config] = None, *, greedy: 
     where = ckpt.get("path", "the checkpoint")
     cfg = cfg or _config_of(ckpt, where)
     if cfg.algo == "ppo":
-        raise ConfigError(f"{where} is an algo=ppo run; r2ac.load and r2ac eval serve IMPALA/A2C agents")
+        return ppo_policy_from_checkpoint(ckpt, cfg, greedy=greedy, seed=seed, device=device)
     if observation_shape is None or num_actions is None:
         from r2ac.envs import make_config_env
 

@@ -305,14 +305,11 @@ def evaluate_run(path: str, overrides: List[str] = (), *, checkpoint: Optional[i
     checkpoint file; ``overrides`` (``key=value``) change the env or eval settings for this evaluation.
     Appends the result to ``eval.csv``, writes ``eval.json`` (the latest) and logs to TB/W&B."""
     from r2ac.api import _config_of, load_checkpoint_for, policy_from_checkpoint, run_dir_of_path
-    from r2ac.config import ConfigError, apply_overrides
+    from r2ac.config import apply_overrides
     from r2ac.runtime import frames_per_step, set_fast_math
 
     ckpt = load_checkpoint_for(path, checkpoint)
     cfg = _config_of(ckpt, ckpt.get("path", path))
-    if cfg.algo == "ppo":
-        raise ConfigError(f"r2ac eval evaluates IMPALA/A2C runs; {path} is an algo=ppo run (its metrics.csv "
-                          "holds the training returns)")
     if overrides:
         cfg = apply_overrides(cfg, list(overrides))
     set_fast_math(cfg.runtime.torch_threads)

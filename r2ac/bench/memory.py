@@ -402,8 +402,6 @@ def fresh_return(run_dir: str, task: str = "") -> float:
         if latest_checkpoint(run_dir) is None:
             return math.nan
         cfg = load_config(os.path.join(run_dir, "config.yaml"))
-        if cfg.algo == "ppo":  # r2ac eval serves IMPALA/A2C agents; a PPO run has its training success only
-            return math.nan
         num_envs = cfg.env.num_envs
         seed = FRESH_SEED + int(cfg.seed)
         result = evaluate_run(run_dir, sets=1, episodes=FRESH_EPISODES * num_envs, seed=seed, greedy=False,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import os
 import time
 from typing import Callable, Dict, List, Optional
 
@@ -190,9 +189,6 @@ class TrainingSession(RunSession):
         self._lags: List[tuple] = []
         self._bytes: List[int] = []
         self.learner_busy_s = 0.0  # time in updates and weight publication since the last row
-        every = cfg.eval.interval_steps
-        self._next_eval = (self.counters["step"] // every + 1) * every if every > 0 else None
-        self.last_eval: Optional[Dict] = None
         # logger.update_log: a row per learner update in <run_dir>/updates.csv
         self.update_logger: Optional[RunLogger] = None
         if cfg.logger.update_log:
@@ -364,46 +360,16 @@ class TrainingSession(RunSession):
         if now - self._t_ckpt >= self.cfg.checkpoint.interval_s:
             self.checkpoint()
             self._t_ckpt = now
-        if self._next_eval is not None and self.counters["step"] >= self._next_eval:
-            every = self.cfg.eval.interval_steps
-            self._next_eval = (self.counters["step"] // every + 1) * every
-            self.evaluate(sets=1, episodes=self.cfg.eval.interval_episodes)
+        self.maybe_evaluate()
 
     # ------------------------------------------------------------------ evaluation
-    def evaluate(self, sets: int, episodes: int) -> Optional[Dict]:
-        """Test episodes of the current weights on fresh envs (``eval.greedy``; ``eval.video`` records one):
-        a row of ``eval.csv``, ``eval/`` metrics on TensorBoard/W&B. A failure is reported, never fatal."""
+    def eval_policy(self, seed: int):
+        """The current weights as a CPU :class:`r2ac.api.Policy` (``RunSession.evaluate`` plays it)."""
         from r2ac.api import Policy
-        from r2ac.evaluation import append_eval_csv, eval_metrics, evaluate_policy
 
-        step = self.counters["step"]
-        try:
-            net = copy.deepcopy(self.net).cpu()
-            net.observation_shape = self.obs_shape
-            ev = self.cfg.eval
-            policy = Policy(net, self.cfg, step=step, greedy=ev.greedy, seed=self.cfg.seed * 1000 + 555)
-            video = (os.path.join(self.run_dir, "videos", f"eval_step{step}_{'greedy' if ev.greedy else 'sampled'}.gif")
-                     if ev.video else None)
-            result = evaluate_policy(policy, self.cfg, sets=sets, episodes=episodes, seed=self.cfg.seed * 1000 + 555,
-                                     greedy=ev.greedy, video=video)
-        except Exception as e:
-            self.event(f"evaluation at step {step} failed ({type(e).__name__}: {e}); training goes on")
-            return None
-        result.update(step=step, env_frames=step * self.frames_per_step, checkpoint="(training)")
-        append_eval_csv(self.run_dir, result)
-        media = {}
-        if result.get("video") and self.logger.wandb_run is not None:
-            try:
-                import wandb
-
-                media["eval/video"] = wandb.Video(result["video"], format="gif")
-            except Exception:
-                pass
-        self.logger.log_dashboards(step, eval_metrics(result), media)
-        self.bar.write(f"eval at step {step:,}: return {result['mean']:.3f} over {sets * episodes} episodes "
-                       f"({result['mode']} actions)")
-        self.last_eval = result
-        return result
+        net = copy.deepcopy(self.net).cpu()
+        net.observation_shape = self.obs_shape
+        return Policy(net, self.cfg, step=self.counters["step"], greedy=self.cfg.eval.greedy, seed=seed)
 
     # ------------------------------------------------------------------ persistence
     def checkpoint_extra(self) -> Dict:
@@ -413,13 +379,6 @@ class TrainingSession(RunSession):
     def weights(self) -> Dict[str, torch.Tensor]:
         """The current weights on the CPU, detached (what actors load)."""
         return {k: v.detach().cpu() for k, v in self.net.state_dict().items()}
-
-    def at_end(self, status: str) -> None:
-        """The final evaluation (``eval.at_end``) of a run that finished or ran out of time."""
-        self.final_eval = None
-        ev = self.cfg.eval
-        if ev.at_end and ev.sets > 0 and status in ("finished", "stopped: time limit"):
-            self.final_eval = self.evaluate(sets=ev.sets, episodes=ev.episodes)
 
     def curve_title(self) -> str:
         return f"{super().curve_title()}, M={self.M}"
@@ -438,6 +397,4 @@ class TrainingSession(RunSession):
             summary["spike_skipped_updates"] = self.learner.spikes
         if self.model_auto:
             summary["model_auto"] = dict(self.model_auto)
-        if getattr(self, "final_eval", None) is not None:
-            summary["eval"] = {k: self.final_eval[k] for k in ("sets", "episodes", "mode", "mean", "std")}
         return summary

@@ -24,12 +24,13 @@ import torch
 
 from r2ac.agent.inputs import core_input_size
 from r2ac.agent.ppo import PPOLearner, PPONet, RolloutCollector, action_spec, trace_memory
+from r2ac.agent.ppo.rollout import InputSpec, resolve_normalization
 from r2ac.config import Config
 from r2ac.envs import make_config_env
 from r2ac.runtime.common import autos_line, resolve_model
 from r2ac.runtime.session import RunSession, create_run_dir, env_seed, prepare_run, resolve_device
 
-__all__ = ["PPOSession", "TraceMemoryError", "build_ppo_net", "ppo_resolved_autos", "train_ppo"]
+__all__ = ["PPOSession", "TraceMemoryError", "build_ppo_net", "ppo_input_spec", "ppo_resolved_autos", "train_ppo"]
 
 COUNTERS = ("step", "updates", "iterations", "episodes")
 
@@ -56,6 +57,16 @@ def ppo_resolved_autos(cfg: Config) -> Dict[str, object]:
               "episode_start_value": ppo_episode_start_value(m), "frame_pool": 1, "centre_frames": False,
               "running_centres": False, "frame_extremes": False, "frame_centroids": False}
     return {k: v for k, v in became.items() if isinstance(getattr(m, k), str) and getattr(m, k).startswith("auto")}
+
+
+def ppo_input_spec(cfg: Config, continuous: bool) -> InputSpec:
+    """What the network input holds besides the observation, as a run of ``cfg`` builds it (training, and
+    ``r2ac.load``/``r2ac eval`` of its checkpoints); ``continuous``: the env's actions are a Box."""
+    return InputSpec(normalize_observations=resolve_normalization(cfg.ppo.normalize_observations, continuous),
+                     reward_input=bool(cfg.model.reward_input),
+                     prev_action_input=bool(resolve_model(cfg).prev_action_input),
+                     episode_start_input=bool(cfg.model.episode_start_input),
+                     episode_start_value=ppo_episode_start_value(cfg.model))
 
 
 def build_ppo_net(cfg: Config, venv) -> PPONet:
@@ -139,6 +150,7 @@ class PPOSession(RunSession):
             self.close()
             raise
         self.steps_per_rollout = p.rollout_length * cfg.env.num_envs
+        self.obs_shape = tuple(venv.observation_shape)
         self.core_params = sum(q.numel() for q in self.net.core.parameters())
         self.model_auto = ppo_resolved_autos(cfg)
         if self.model_auto:  # what the task made of the keys left to auto (config.yaml keeps 'auto')
@@ -165,6 +177,19 @@ class PPOSession(RunSession):
         self.bar.update(self.counters["step"], self.episodes.recent())
         if not all(torch.isfinite(q).all() for q in self.net.parameters()):
             self.status = "stopped: non-finite weights"
+            return
+        self.maybe_evaluate()
+
+    def eval_policy(self, seed: int):
+        """The current weights as a CPU :class:`r2ac.api.PPOPolicy` (``RunSession.evaluate`` plays it)."""
+        import copy
+
+        from r2ac.api import PPOPolicy
+
+        net = copy.deepcopy(self.net).cpu()
+        net.observation_shape = self.obs_shape
+        return PPOPolicy(net, self.cfg, inputs=self.collector.inputs, step=self.counters["step"],
+                         greedy=self.cfg.eval.greedy, seed=seed)
 
     def options(self) -> Dict:
         """The resolved choices of the ``ppo`` section (for the summary and the checkpoint)."""

@@ -310,6 +310,10 @@ class RunSession:
                             interval_s=progress_interval_s, frames_per_step=self.frames_per_step)
         self.start_time = time.time()
         self.start_step = self.counters["step"]
+        every = cfg.eval.interval_steps
+        self._next_eval = (self.counters["step"] // every + 1) * every if every > 0 else None
+        self.last_eval: Optional[Dict] = None  # the latest evaluation during training
+        self.final_eval: Optional[Dict] = None  # eval.at_end's
 
     # ------------------------------------------------------------------ checkpoints
     def restore(self, ckpt: dict) -> None:
@@ -386,9 +390,58 @@ class RunSession:
             raise KeyboardInterrupt(f"stopped by {caught[0]}")
         return summary
 
+    # ------------------------------------------------------------------ evaluation
+    def eval_policy(self, seed: int):
+        """The current weights as a CPU policy (an :class:`r2ac.api.Policy`) that :meth:`evaluate` plays."""
+        raise NotImplementedError
+
+    def maybe_evaluate(self) -> None:
+        """The periodic evaluation (``eval.interval_steps``), when its step has come."""
+        if self._next_eval is not None and self.counters["step"] >= self._next_eval:
+            every = self.cfg.eval.interval_steps
+            self._next_eval = (self.counters["step"] // every + 1) * every
+            self.evaluate(sets=1, episodes=self.cfg.eval.interval_episodes)
+
+    def evaluate(self, sets: int, episodes: int) -> Optional[Dict]:
+        """Test episodes of the current weights on fresh envs (``eval.greedy``; ``eval.video`` records one):
+        a row of ``eval.csv``, ``eval/`` metrics on TensorBoard/W&B. A failure is reported, never fatal."""
+        from r2ac.evaluation import append_eval_csv, eval_metrics, evaluate_policy
+
+        step = self.counters["step"]
+        ev = self.cfg.eval
+        seed = self.cfg.seed * 1000 + 555
+        try:
+            policy = self.eval_policy(seed)
+            video = (os.path.join(self.run_dir, "videos", f"eval_step{step}_{'greedy' if ev.greedy else 'sampled'}.gif")
+                     if ev.video else None)
+            result = evaluate_policy(policy, self.cfg, sets=sets, episodes=episodes, seed=seed, greedy=ev.greedy,
+                                     video=video)
+        except Exception as e:
+            self.event(f"evaluation at step {step} failed ({type(e).__name__}: {e}); training goes on")
+            return None
+        result.update(step=step, env_frames=step * self.frames_per_step, checkpoint="(training)")
+        append_eval_csv(self.run_dir, result)
+        media = {}
+        if result.get("video") and self.logger.wandb_run is not None:
+            try:
+                import wandb
+
+                media["eval/video"] = wandb.Video(result["video"], format="gif")
+            except Exception:
+                pass
+        self.logger.log_dashboards(step, eval_metrics(result), media)
+        self.bar.write(f"eval at step {step:,}: return {result['mean']:.3f} over {sets * episodes} episodes "
+                       f"({result['mode']} actions)")
+        self.last_eval = result
+        return result
+
     # ------------------------------------------------------------------ the end
     def at_end(self, status: str) -> None:
-        """Called after the final checkpoint, before the logger closes."""
+        """Called after the final checkpoint, before the logger closes: the final evaluation (``eval.at_end``)
+        of a run that finished or ran out of time."""
+        ev = self.cfg.eval
+        if ev.at_end and ev.sets > 0 and status in ("finished", "stopped: time limit"):
+            self.final_eval = self.evaluate(sets=ev.sets, episodes=ev.episodes)
 
     def close(self) -> None:
         self.bar.close()
@@ -431,6 +484,8 @@ class RunSession:
                    "recent_return": recent if recent is not None and math.isfinite(recent) else None,
                    "steps_per_s": (self.counters["step"] - self.start_step) / elapsed,
                    **self.summary_fields(elapsed)}
+        if self.final_eval is not None:
+            summary["eval"] = {k: self.final_eval[k] for k in ("sets", "episodes", "mode", "mean", "std")}
         if summary_extra is not None:
             summary.update(summary_extra())
         with open(os.path.join(self.run_dir, "summary.json"), "w") as f:

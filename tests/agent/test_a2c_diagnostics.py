@@ -570,9 +570,9 @@ def test_bench_memory_runs_the_runtime_the_overrides_name(tmp_path):
 
 
 def test_bench_memory_trains_a_ppo_config(tmp_path, capsys):
-    """--config configs/ppo/...: the bench trains algo=ppo runs with the PPO runtime (one process); their
-    fresh-env column is NaN (r2ac eval serves IMPALA/A2C agents), the training success is judged as for the
-    others."""
+    """--config configs/ppo/...: the bench trains algo=ppo runs with the PPO runtime (one process), judges their
+    training success as for the others and plays their final weights on fresh envs (``r2ac.api.PPOPolicy``; the
+    column was empty before 2026-12-04)."""
     from r2ac.bench.memory import main, run_config, runtime_train
     from r2ac.runtime.ppo import train_ppo
 
@@ -585,7 +585,9 @@ def test_bench_memory_trains_a_ppo_config(tmp_path, capsys):
                  "logger.log_interval_s=0.5"]) == 0
     rows = list(csv.DictReader(open(out / "memory_runs.csv")))
     assert len(rows) == 1 and rows[0]["status"] == "stopped: time limit" and float(rows[0]["steps"]) > 0
-    assert 0.0 <= float(rows[0]["best"]) <= 1.0 and math.isnan(float(rows[0]["fresh"]))
+    assert 0.0 <= float(rows[0]["best"]) <= 1.0
+    fresh = json.loads((out / "runs" / "cue-vector-3-rtrl-s0" / "fresh.json").read_text())
+    assert fresh["episodes"] == 3 * 4 and float(rows[0]["fresh"]) == pytest.approx(fresh["mean"])  # 3 per env
     run = json.loads((out / "runs" / "cue-vector-3-rtrl-s0" / "summary.json").read_text())
     assert run["algo"] == "ppo"
 

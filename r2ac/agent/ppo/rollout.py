@@ -24,7 +24,55 @@ from r2ac.agent.inputs import core_input
 from r2ac.agent.losses import gae_advantages
 from r2ac.agent.ppo.net import PPONet, action_spec
 
-__all__ = ["Rollout", "RolloutCollector", "compute_advantages", "rerun_rollout"]
+__all__ = ["InputSpec", "Rollout", "RolloutCollector", "compute_advantages", "flat_observations", "network_input",
+           "rerun_rollout", "resolve_normalization"]
+
+
+# --------------------------------------------------------------------------------------------------
+# The network input x_t (shared by the collector and r2ac.api's PPOPolicy)
+# --------------------------------------------------------------------------------------------------
+
+def resolve_normalization(setting: str, continuous: bool) -> bool:
+    """``ppo.normalize_observations`` / ``ppo.normalize_rewards``: ``on``, ``off`` or ``auto`` (on for continuous
+    actions)."""
+    return {"on": True, "off": False}.get(setting, bool(continuous))
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What x_t holds besides the observation, and whether the observation is normalised (the ``model`` and
+    ``ppo`` sections, resolved)."""
+
+    normalize_observations: bool = False
+    reward_input: bool = False
+    prev_action_input: bool = False
+    episode_start_input: bool = False
+    episode_start_value: float = 1.0
+    obs_clip: float = 10.0
+
+
+def flat_observations(obs, ref: Tensor) -> Tensor:
+    """Observations ``[B, ...]`` (numpy or tensor) -> ``[B, prod(...)]`` in ``ref``'s dtype and device; 8-bit
+    pixels are scaled to [0, 1]."""
+    x = torch.as_tensor(np.ascontiguousarray(obs))
+    pixels = x.dtype == torch.uint8
+    x = x.reshape(x.shape[0], -1).to(device=ref.device, dtype=ref.dtype)
+    return x / 255.0 if pixels else x
+
+
+def network_input(net: PPONet, spec: InputSpec, obs: Tensor, prev_reward: Tensor, prev_action: Tensor,
+                  reset: Tensor, update_stats: bool = False) -> Tensor:
+    """x_t = [normalised obs, previous reward, previous action, episode-start flag] (the previous ones zero at a
+    reset; the flag, with ``episode_start_input``, ``episode_start_value`` there). ``update_stats``: merge ``obs``
+    into the observation normaliser first (training rollouts only)."""
+    if spec.normalize_observations:
+        if update_stats:
+            net.obs_rms.update(obs)
+        obs = net.obs_rms.normalize(obs, spec.obs_clip)
+    return core_input(obs, prev_reward, prev_action, reward_input=spec.reward_input,
+                      prev_action_input=spec.prev_action_input, action_dim=net.action_dim,
+                      discrete=net.action_kind == "discrete", keep=(~reset).to(obs.dtype),
+                      first=reset if spec.episode_start_input else None, first_value=spec.episode_start_value)
 
 # --------------------------------------------------------------------------------------------------
 # Rollout storage and collection
@@ -84,19 +132,19 @@ class RolloutCollector:
         self.L, self.B = int(cfg.rollout_length), int(venv.num_envs)
         self.discount = float(cfg.discount)
         self.generator = generator
-        self.reward_input, self.prev_action_input = bool(reward_input), bool(prev_action_input)
-        self.episode_start_input = bool(episode_start_input)
-        self.episode_start_value = float(episode_start_value)
         continuous = action_spec(venv)[0] == "continuous"
-        self.normalize_observations = {"on": True, "off": False}.get(cfg.normalize_observations, continuous)
-        self.normalize_rewards = {"on": True, "off": False}.get(cfg.normalize_rewards, continuous)
-        self.obs_clip, self.reward_clip = float(obs_clip), float(reward_clip)
+        self.normalize_observations = resolve_normalization(cfg.normalize_observations, continuous)
+        self.normalize_rewards = resolve_normalization(cfg.normalize_rewards, continuous)
+        self.inputs = InputSpec(normalize_observations=self.normalize_observations, reward_input=bool(reward_input),
+                                prev_action_input=bool(prev_action_input),
+                                episode_start_input=bool(episode_start_input),
+                                episode_start_value=float(episode_start_value), obs_clip=float(obs_clip))
+        self.reward_clip = float(reward_clip)
         kind, dim = action_spec(venv)
         if (kind, dim) != (net.action_kind, net.action_dim):
             raise ValueError(f"the env has {kind} actions of size {dim}, the network {net.action_kind} of "
                              f"size {net.action_dim}")
         self.obs_size = int(np.prod(venv.observation_shape))  # observations are flattened
-        self._obs_scale = 1.0 / 255.0 if np.dtype(venv.observation_dtype) == np.uint8 else 1.0  # pixels to [0, 1]
         self.restart()
 
     @property
@@ -115,23 +163,12 @@ class RolloutCollector:
         self.discounted_return = torch.zeros(self.B, dtype=torch.float64)
 
     def _obs(self, obs: np.ndarray) -> Tensor:
-        ref = self._ref
-        x = torch.as_tensor(np.asarray(obs).reshape(self.B, -1), device=ref.device).to(ref.dtype)
-        return x * self._obs_scale if self._obs_scale != 1.0 else x
+        return flat_observations(obs, self._ref)
 
     def make_input(self, obs: Tensor, prev_reward: Tensor, prev_action: Tensor, reset: Tensor,
                    update_stats: bool = True) -> Tensor:
-        """x_t = [normalised obs, previous reward, previous action, episode-start flag] (the previous ones
-        zero at a reset; the flag, with ``episode_start_input``, ``episode_start_value`` there)."""
-        if self.normalize_observations:
-            if update_stats:
-                self.net.obs_rms.update(obs)
-            obs = self.net.obs_rms.normalize(obs, self.obs_clip)
-        return core_input(obs, prev_reward, prev_action, reward_input=self.reward_input,
-                          prev_action_input=self.prev_action_input, action_dim=self.net.action_dim,
-                          discrete=self.net.action_kind == "discrete", keep=(~reset).to(obs.dtype),
-                          first=reset if self.episode_start_input else None,
-                          first_value=self.episode_start_value)
+        """x_t (:func:`network_input`); ``update_stats``: the observation normaliser takes ``obs`` in first."""
+        return network_input(self.net, self.inputs, obs, prev_reward, prev_action, reset, update_stats)
 
     def _scale_rewards(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
         """Divide by the running std of the discounted return (as Gymnasium's NormalizeReward)."""
