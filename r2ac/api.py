@@ -99,6 +99,25 @@ class Policy:
         return PolicyState(core, torch.zeros(batch_size, dtype=torch.int64, device=self.device),
                            torch.ones(batch_size, dtype=torch.bool, device=self.device))
 
+    def _step_inputs(self, obs, state: Optional[PolicyState], reward, done, reward_dtype=np.float32):
+        """``obs`` as a batch, whether it was one observation, the state (initial when None, checked against the
+        batch), the rewards ``[B]`` and the episode-start flags ``[B]`` of this step."""
+        x = torch.as_tensor(np.ascontiguousarray(obs))
+        single = self.observation_shape is not None and tuple(x.shape) == self.observation_shape
+        if single:
+            x = x.unsqueeze(0)
+        B = x.shape[0]
+        if state is None:
+            state = self.initial_state(B)
+        if state.first.shape[0] != B:
+            raise ValueError(f"the state holds {state.first.shape[0]} envs but obs has {B}; "
+                             f"use policy.initial_state({B})")
+        r = torch.zeros(B) if reward is None else torch.as_tensor(np.asarray(reward, dtype=reward_dtype)).reshape(B)
+        first = state.first.clone()
+        if done is not None:
+            first |= torch.as_tensor(np.asarray(done, dtype=bool)).reshape(B).to(self.device)
+        return x, single, state, r, first
+
     def act_with_logits(self, obs, state: Optional[PolicyState] = None, *, reward=None, done=None,
                         greedy: Optional[bool] = None) -> Tuple[np.ndarray, PolicyState, torch.Tensor]:
         """:meth:`act` that also returns the policy logits ``[B, num_actions]``."""
@@ -111,20 +130,8 @@ class Policy:
         """:meth:`act` that also returns the network's outputs for ``obs``: ``policy_logits``
         ``[B, num_actions]``, ``baseline`` ``[B]`` (the value estimate) and ``core_output`` ``[B, N]`` (what the heads
         read), float32 (one observation: ``[1, ...]``)."""
-        x = torch.as_tensor(np.ascontiguousarray(obs))
-        single = self.observation_shape is not None and tuple(x.shape) == self.observation_shape
-        if single:
-            x = x.unsqueeze(0)
+        x, single, state, r, first = self._step_inputs(obs, state, reward, done)
         B = x.shape[0]
-        if state is None:
-            state = self.initial_state(B)
-        if state.action.shape[0] != B:
-            raise ValueError(f"the state holds {state.action.shape[0]} envs but obs has {B}; "
-                             f"use policy.initial_state({B})")
-        r = torch.zeros(B) if reward is None else torch.as_tensor(np.asarray(reward, dtype=np.float32)).reshape(B)
-        first = state.first.clone()
-        if done is not None:
-            first |= torch.as_tensor(np.asarray(done, dtype=bool)).reshape(B).to(self.device)
         x = x.to(self.device)
         feats = self.net.features(x.unsqueeze(0))[0]
         inputs = {"features": feats.unsqueeze(0), "reward": r.to(self.device).unsqueeze(0),
@@ -181,21 +188,9 @@ class PPOPolicy(Policy):
         ``[B, A]`` (Box actions)."""
         from r2ac.agent.ppo.rollout import flat_observations, network_input
 
-        x = torch.as_tensor(np.ascontiguousarray(obs))
-        single = self.observation_shape is not None and tuple(x.shape) == self.observation_shape
-        if single:
-            x = x.unsqueeze(0)
+        x, single, state, r, first = self._step_inputs(obs, state, reward, done, np.float64)
         B = x.shape[0]
-        if state is None:
-            state = self.initial_state(B)
-        if state.first.shape[0] != B:
-            raise ValueError(f"the state holds {state.first.shape[0]} envs but obs has {B}; "
-                             f"use policy.initial_state({B})")
         ref = next(self.net.parameters())
-        r = (torch.zeros(B) if reward is None else torch.as_tensor(np.asarray(reward, dtype=np.float64)).reshape(B))
-        first = state.first.clone()
-        if done is not None:
-            first |= torch.as_tensor(np.asarray(done, dtype=bool)).reshape(B).to(self.device)
         xt = network_input(self.net, self.inputs, flat_observations(x, ref), r.to(self.device, ref.dtype),
                            state.action, first)
         out, core = self.net(xt[None], state.core, first[None], sensitivities=False)
