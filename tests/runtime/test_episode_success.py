@@ -159,8 +159,9 @@ def test_bench_memory_judges_key_apples_by_its_success_not_its_return(tmp_path):
 
     out = tmp_path / "apples"
     task = "gym:examples.key_apples:KeyApples"
-    assert main(["--tasks", task, "--methods", "rtrl", "--seeds", "0", "--minutes", "0.05", "--jobs", "1",
-                 "--out", str(out), "--window-episodes", "20", "env.num_envs=4", "learner.batch_size=4",
+    # a step budget, not a few seconds: on a loaded machine 3 s once ended 7 episodes, fewer than the window
+    assert main(["--tasks", task, "--methods", "rtrl", "--seeds", "0", "--minutes", "3", "--steps", "480",
+                 "--jobs", "1", "--out", str(out), "--window-episodes", "20", "env.num_envs=4", "learner.batch_size=4",
                  "model.hidden_size=8", "logger.log_interval_s=0.5", "env.options.span=5",
                  "env.options.apple_rate=1.0", "env.options.apple_reward=1.0"]) == 0
     row = next(csv.DictReader(open(out / "memory_runs.csv")))
