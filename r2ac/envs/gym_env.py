@@ -20,6 +20,12 @@ Success: where an episode ends (terminated or truncated) and the env's step info
 bool), the vector's info has it as ``info["success"]`` (float64, NaN where no episode ended or none was reported),
 as r2ac's own tasks report theirs; runs log its mean as ``episode_success`` and ``r2ac bench memory`` judges a
 ``gym:`` task by it. A task whose return is not its success rate (rewards on the way) should report it.
+
+Other numbers at an episode's end: every other key of the env's step info at the step that ends an episode whose
+value is one number or bool (e.g. how many apples were picked) reaches the vector's info likewise, as float64 with
+NaN where no episode ended or the env did not report it, so that ``r2ac eval`` prints its mean beside the return
+and keeps it in ``eval.json`` (``episode_info``). Keys the vector's info has of its own (the return, the length,
+``truncated``, ``final_observation``) and values that are not one number (arrays, strings, dicts) are left out.
 """
 
 from __future__ import annotations
@@ -45,6 +51,26 @@ def _success_value(value: Any, env_id: str) -> float:
                          f"(1 / True: the episode succeeded), got {value!r}; r2ac logs its mean as "
                          f"episode_success. Report a scalar, or leave the key out")
     return float(v)
+
+
+#: the vector's own info keys: an env's step info never overrides them
+_OWN_INFO_KEYS = frozenset({"episode_return", "episode_length", "truncated", "final_observation", "success",
+                            "env_failure"})
+
+
+def _end_numbers(step_info: Any) -> dict[str, float]:
+    """The keys of an env's step info (at an episode's end) whose value is one number or bool, as floats; the
+    vector's own keys and every other kind of value are left out."""
+    if not isinstance(step_info, dict):
+        return {}
+    out = {}
+    for key, value in step_info.items():
+        if key in _OWN_INFO_KEYS or not isinstance(key, str):
+            continue
+        if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)) or (
+                isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "biuf"):
+            out[key] = float(value)
+    return out
 
 
 def import_user_module(name: str):
@@ -258,6 +284,7 @@ class GymVecEnv(VecEnv):
         terminated = np.zeros(self.num_envs, dtype=bool)
         truncated = np.zeros(self.num_envs, dtype=bool)
         success = None
+        numbers: dict[str, np.ndarray] = {}
         for b, env in enumerate(self.envs):
             o, r, term, trunc, step_info = env.step(self._env_action(actions, b))
             reward[b], terminated[b], truncated[b] = r, term, trunc
@@ -266,6 +293,8 @@ class GymVecEnv(VecEnv):
                     if success is None:
                         success = np.full(self.num_envs, np.nan)
                     success[b] = _success_value(step_info["success"], self.env_id)
+                for key, value in _end_numbers(step_info).items():
+                    numbers.setdefault(key, np.full(self.num_envs, np.nan))[b] = value
                 if final is not None:
                     final[b] = self._convert(o)
                 o, _ = env.reset()
@@ -273,6 +302,7 @@ class GymVecEnv(VecEnv):
         done = terminated | truncated
         info = self.tracker.update(reward, done)
         info["truncated"] = truncated & ~terminated
+        info.update(numbers)
         if success is not None:
             info["success"] = success
         if final is not None:

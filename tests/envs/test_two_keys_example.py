@@ -58,6 +58,8 @@ def test_two_keys_bars_and_a_door_that_pays_as_told(pay):
     want = both.astype(float) if pay == "both" else 0.5 * (take1.astype(float) + take2)
     np.testing.assert_array_equal(reward, want.astype(np.float32))
     np.testing.assert_array_equal(info["success"], both.astype(float))
+    np.testing.assert_array_equal(info["first"], take1.astype(float))  # each key, as r2ac eval prints them
+    np.testing.assert_array_equal(info["second"], take2.astype(float))
     np.testing.assert_allclose(info["episode_return"], want, rtol=1e-6)
     assert list(info["episode_length"]) == [span + 1] * n
     assert third_of(obs[0], FIRST, size, thing) in range(THIRDS)  # the next episode starts with a key again

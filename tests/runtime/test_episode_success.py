@@ -61,6 +61,58 @@ def test_a_gym_envs_success_reaches_the_vector_info_at_episode_ends_only():
         bad.step(np.zeros(2, int))
 
 
+class Numbers(gym.Env):
+    """Episodes of ``length`` steps whose end reports numbers of several kinds and things that are not one number."""
+
+    def __init__(self, length: int = 1):
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.length, self.t = length, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        if self.t < self.length:
+            return np.zeros(1, np.float32), 0.0, False, False, {"apples": 99}  # not at an end: not read
+        info = {"apples": 3, "found": True, "score": np.float32(0.5), "level": np.array(2), "name": "x",
+                "path": [1, 2], "grid": np.zeros(2), "stats": {"a": 1.0}, "episode_return": 123.0, "truncated": 7}
+        return np.zeros(1, np.float32), 1.0, True, False, info
+
+
+def test_a_gym_envs_other_numbers_at_episode_ends_reach_the_vector_info_and_r2ac_eval():
+    """Every other key whose value is one number or bool, float64 with NaN where no episode ended; the vector's own
+    keys keep their values, and values that are not one number are left out; the evaluation's episode_info has
+    their means (what r2ac eval prints)."""
+    from r2ac.evaluation import play, summarize_episode_infos
+
+    venv = make_vec_env("gym:" + __name__ + ":Numbers", 2, 0)
+    venv.reset()
+    _, _, done, info = venv.step(np.zeros(2, int))
+    assert done.all() and set(info) >= {"apples", "found", "score", "level"}
+    assert not set(info) & {"name", "path", "grid", "stats"}
+    for key, want in (("apples", 3.0), ("found", 1.0), ("score", 0.5), ("level", 2.0)):
+        assert info[key].dtype == np.float64 and list(info[key]) == [want, want], key
+    assert list(info["episode_return"]) == [1.0, 1.0]  # the vector's own keys keep their values
+    assert info["truncated"].dtype == bool and not info["truncated"].any()
+    uneven = make_vec_env("gym:" + __name__ + ":Numbers", 2, 0, length=2)
+    uneven.reset()
+    assert "apples" not in uneven.step(np.zeros(2, int))[3]
+
+    class Random:
+        def initial_state(self, n):
+            return None
+
+        def act(self, obs, state, reward=None, done=None, greedy=False):
+            return np.zeros(len(obs), int), state
+
+    out = play(Random(), venv, 4)
+    assert summarize_episode_infos(out["infos"])["apples"] == {"mean": 3.0, "count": 4}
+
+
 def test_the_actor_keeps_success_where_episodes_ended_and_nan_elsewhere():
     done = np.array([True, False, True])
     out = episode_success({"success": np.array([1.0, np.nan, 0.0])}, done, 3)
