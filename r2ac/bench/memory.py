@@ -1122,7 +1122,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         except (FileNotFoundError, ValueError) as e:
             p.error(str(e))
         if not rows:
-            p.error("--compare: no task, span and method that two of the settings both ran")
+            per, _ = _shared_cells(parse_settings(args.compare), rejudge_at, args.window_episodes)
+            have = "; ".join(f"{label}: " + (", ".join(f"{t} {s} {m}" for t, s, m in cells) or "none")
+                             for label, cells in per.items())
+            p.error(f"--compare: no task, span and method that two of the settings both ran ({have}). A variant (env "
+                    "options beyond the task's, e.g. env.options.pay=each) is a cell of its own: compare it with "
+                    "runs of the same options")
         cells = len({(r["task"], r["span"], r["method"]) for r in rows})
         _write_outputs(args.out, "compare", rows, COMPARE_COLUMNS, compare_markdown, plot_compare, f"{cells} cells")
         settings = parse_settings(args.compare)

@@ -104,7 +104,7 @@ def test_compare_sets_settings_side_by_side_in_steps(tmp_path, capsys):
                       ([f"a={default}", f"a={other}"], "given twice"),
                       ([f"a={default}", f"b={tmp_path}"], "memory_runs.csv does not exist"),
                       ([f"a={_bench(tmp_path / 't', [solved('tmaze', 40, 0, 1e5)])}", f"b={other}"],
-                       "no task, span and method")):
+                       "no task, span and method that two of the settings both ran (a: tmaze 40 rtrl; b: ")):
         with pytest.raises(SystemExit):
             main(["--compare", *bad, "--out", str(out)])
         assert says in capsys.readouterr().err, bad
