@@ -13,8 +13,8 @@ def test_train_dispatches_ppo(tmp_path, capsys):
     summary = json.load(open(tmp_path / "summary.json"))
     assert summary["step"] >= 64
     capsys.readouterr()
-    assert main(["eval", str(tmp_path)]) == 2
-    assert "algo=ppo" in capsys.readouterr().err
+    assert main(["eval", str(tmp_path), "--sets", "1", "--episodes", "4"]) == 0  # PPO runs evaluate too (PPOPolicy)
+    assert json.load(open(tmp_path / "eval.json"))["step"] == summary["step"]
     assert main(["train", "configs/ppo/base.yaml", f"run_dir={tmp_path / 'ray'}", *TINY_PPO,
                  "runtime.kind=ray"]) == 2
     assert "runtime.kind=local" in capsys.readouterr().err
