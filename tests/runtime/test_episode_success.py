@@ -61,26 +61,21 @@ def test_a_gym_envs_success_reaches_the_vector_info_at_episode_ends_only():
         bad.step(np.zeros(2, int))
 
 
-class Numbers(gym.Env):
-    """Episodes of ``length`` steps whose end reports numbers of several kinds and things that are not one number."""
+class Numbers(Ends):
+    """Episodes of ``length`` steps whose end reports numbers of several kinds and things that are not one number
+    (``Ends``'s spaces and reset)."""
 
     def __init__(self, length: int = 1):
-        self.observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-        self.length, self.t = length, 0
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.zeros(1, np.float32), {}
+        super().__init__()
+        self.length = length
 
     def step(self, action):
         self.t += 1
         if self.t < self.length:
-            return np.zeros(1, np.float32), 0.0, False, False, {"apples": 99}  # not at an end: not read
+            return np.zeros(2, np.float32), 0.0, False, False, {"apples": 99}  # not at an end: not read
         info = {"apples": 3, "found": True, "score": np.float32(0.5), "level": np.array(2), "name": "x",
                 "path": [1, 2], "grid": np.zeros(2), "stats": {"a": 1.0}, "episode_return": 123.0, "truncated": 7}
-        return np.zeros(1, np.float32), 1.0, True, False, info
+        return np.zeros(2, np.float32), 1.0, True, False, info
 
 
 def test_a_gym_envs_other_numbers_at_episode_ends_reach_the_vector_info_and_r2ac_eval():
