@@ -491,7 +491,7 @@ def read_runs_csv(path: str) -> List[Dict]:
 
 #: config keys a bench run sets by its budget or its bookkeeping, not by the settings it trains
 BOOKKEEPING_KEYS = ("name", "run_dir", "seed", "total_steps", "learner.lr_schedule", "logger", "checkpoint", "eval",
-                    "runtime.torch_threads", "runtime.dashboard_host", "ppo", "pipeline")
+                    "runtime.torch_threads", "runtime.dashboard_host", "ppo", "pipeline", "stop")
 #: model keys whose value the network resolves from the observations ("auto"), and the two that only matter
 #: where frames are centred: compared as the network resolves them
 RESOLVED_MODEL_KEYS = ("input_scale", "episode_start_value", "centre_frames", "running_centres", "frame_pool",
@@ -1095,6 +1095,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                         "judged again at it from its kept metrics.csv (default: as its bench judged it)")
     p.add_argument("--window-episodes", type=int, default=400,
                    help="success = mean return over the last this many episodes (0: over the last 3 log rows)")
+    p.add_argument("--stop-after-solved", type=int, default=None, metavar="STEPS",
+                   help="end each run this many agent steps after its success first reaches --threshold over "
+                        "--window-episodes episodes (stop.success in the run's config); a bench that only has to "
+                        "show each run solving costs less, and its 'lowest after solving' then covers those steps "
+                        "only (default: each run trains its whole budget)")
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one process, one torch thread)")
     p.add_argument("--out", default="bench_out/memory")
     p.add_argument("--report", action="store_true",
@@ -1158,6 +1163,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ValueError as e:
         p.error(str(e))
     seeds = [int(s) for s in args.seeds.split(",")]
+    if args.stop_after_solved is not None:
+        if args.stop_after_solved < 0 or args.window_episodes <= 0:
+            p.error("--stop-after-solved: needs STEPS >= 0 and --window-episodes > 0 (the stop reads the mean "
+                    f"success over that many episodes); got {args.stop_after_solved} and {args.window_episodes}")
+        args.overrides = list(args.overrides) + [
+            f"stop.success={args.threshold}", f"stop.window_episodes={args.window_episodes}",
+            f"stop.hold_steps={args.stop_after_solved}"]
     os.makedirs(args.out, exist_ok=True)
     run_config(args.config, tasks[0], task_spans[tasks[0]][0], methods[0], seeds[0], os.path.join(args.out, "check"),
                args.overrides, args.steps)  # a bad config or override fails here, before any run starts

@@ -12,6 +12,7 @@ from r2ac.config.loading import (PACKAGED_CONFIGS, apply_overrides, config_hash,
                                  resolve_config_path, save_config, upgrade_resolved)
 from r2ac.config.schema import (CheckpointConfig, Config, ConfigError, EnvConfig, EvalConfig, LearnerConfig,
                                 LoggerConfig, ModelConfig, PipelineConfig, PPOConfig, RuntimeConfig, StemConfig,
+                                StopConfig,
                                 config_from_dict, config_keys, config_to_dict)
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "LoggerConfig",
     "CheckpointConfig",
     "EvalConfig",
+    "StopConfig",
     "PipelineConfig",
     "PACKAGED_CONFIGS",
     "load_config",

@@ -31,6 +31,7 @@ __all__ = [
     "LoggerConfig",
     "CheckpointConfig",
     "EvalConfig",
+    "StopConfig",
     "PipelineConfig",
     "config_from_dict",
     "config_to_dict",
@@ -364,6 +365,16 @@ class EvalConfig:
 
 
 @dataclass
+class StopConfig:
+    success: float = _f(0.0, "end training once the mean success over the last stop.window_episodes episodes reaches "
+                             "this (info['success'] where the env reports it, else the episode return; 0 = never)",
+                        ge=0.0)
+    window_episodes: int = _f(400, "episodes that stop.success is the mean of (the window must be full)", gt=0)
+    hold_steps: int = _f(0, "agent steps to train on after stop.success is first reached, then end (0 = at once)",
+                         ge=0)
+
+
+@dataclass
 class PipelineConfig:
     pretrain_steps: int = _f(0, "`r2ac pipeline`: TBPTT pretraining steps of stage 1 (0 = no pipeline)", ge=0)
     pretrain_unroll_length: int = _f(100, "`r2ac pipeline`: M of the TBPTT pretraining stage", gt=0)
@@ -387,6 +398,7 @@ class Config:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    stop: StopConfig = field(default_factory=StopConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
 
 

@@ -227,23 +227,66 @@ def _stop_on_signals(session: "RunSession"):
             signal.signal(s, _DEFAULT_HANDLERS[s])
 
 
+class SuccessStop:
+    """The ``stop`` section: a run ends once the mean success over the last ``window`` episodes has reached
+    ``threshold``, ``hold_steps`` agent steps after it first did. The success is ``info["success"]`` where
+    the env reports one (the episodes that did), else the episode return; the window must be full.
+    ``threshold`` 0 never stops. The bench's judge (``r2ac bench memory``) reads the same mean from
+    metrics.csv, over the log rows that hold the last ``window`` episodes."""
+
+    def __init__(self, threshold: float = 0.0, window: int = 400, hold_steps: int = 0):
+        self.threshold, self.hold_steps = float(threshold), int(hold_steps)
+        self.returns: collections.deque = collections.deque(maxlen=window)
+        self.successes: collections.deque = collections.deque(maxlen=window)
+        self.reached_step: Optional[int] = None  # the agent step at which the mean first reached the threshold
+        self.reached_mean: Optional[float] = None
+        self._fresh = False  # episodes came in since the last look
+
+    def extend(self, returns: Sequence[float], successes: Sequence[float] = ()) -> None:
+        self.returns.extend(float(r) for r in returns)
+        self.successes.extend(float(s) for s in successes)
+        self._fresh = True
+
+    def mean(self) -> Optional[float]:
+        """The mean over the last ``window`` episodes (successes where any episode reported one); None while
+        fewer have ended."""
+        values = self.successes if self.successes else self.returns
+        return float(np.mean(values)) if len(values) == values.maxlen else None
+
+    def due(self, step: int) -> bool:
+        """Whether the run should end at agent step ``step``."""
+        if self.threshold <= 0:
+            return False
+        if self.reached_step is None and self._fresh:
+            self._fresh = False
+            m = self.mean()
+            if m is not None and m >= self.threshold:
+                self.reached_step, self.reached_mean = int(step), m
+        return self.reached_step is not None and step >= self.reached_step + self.hold_steps
+
+
 class RecentEpisodes:
     """Episode returns/lengths (and successes, where the env reports them) finished since the last log row,
-    plus a longer window of returns for the bar."""
+    plus a longer window of returns for the bar; each episode also goes to ``stop`` (the run's
+    :class:`SuccessStop`) when there is one."""
 
-    def __init__(self, window: int = 100):
+    def __init__(self, window: int = 100, stop: Optional[SuccessStop] = None):
         self.pending: List[tuple] = []
         self.pending_success: List[float] = []
         self.window = collections.deque(maxlen=window)
         self.count = 0
+        self.stop = stop
 
     def extend(self, episodes, successes=()) -> None:
         """Finished episodes as (return, length) pairs, and the successes of those that reported one."""
+        episodes, successes = list(episodes), [float(s) for s in successes]
         for r, n in episodes:
             self.pending.append((r, n))
             self.window.append(r)
             self.count += 1
-        self.pending_success.extend(float(s) for s in successes)
+        self.pending_success.extend(successes)
+        if self.stop is not None:
+            self.stop.extend([r for r, _ in episodes], successes)
 
     def add(self, traj: Dict) -> None:
         """The episodes that ended inside a trajectory (steps 1..M)."""
@@ -298,7 +341,9 @@ class RunSession:
         self.time_limit_s = time_limit_s
         self.stop_requested = False
         self.status = "running"
-        self.episodes = RecentEpisodes()
+        st = cfg.stop
+        self.stop = SuccessStop(st.success, st.window_episodes, st.hold_steps)
+        self.episodes = RecentEpisodes(stop=self.stop)
         self.episodes.count = self.counters.get("episodes", 0)
         self._events = os.path.join(self.run_dir, "events.log")
         logger_cfg = dataclasses.replace(cfg.logger, wandb_tags=list(cfg.logger.wandb_tags) + list(tags))
@@ -348,10 +393,20 @@ class RunSession:
             pass
 
     def done(self) -> bool:
-        """The budget is spent, a stop was requested, or the time limit is up."""
-        if self.stop_requested or self.counters["step"] >= self.cfg.total_steps:
+        """The budget is spent, a stop was requested, the success to stop at was reached (``stop``), or the
+        time limit is up."""
+        if self.stop_requested or self.counters["step"] >= self.cfg.total_steps or self._solved():
             return True
         return self.time_limit_s is not None and time.time() - self.start_time >= self.time_limit_s
+
+    def _solved(self) -> bool:
+        first = self.stop.reached_step is None
+        due = self.stop.due(self.counters["step"])
+        if first and self.stop.reached_step is not None:
+            after = f"; training on for {self.stop.hold_steps} steps" if self.stop.hold_steps else ""
+            self.event(f"stop.success {self.stop.threshold:g} reached: mean {self.stop.reached_mean:.3f} over the "
+                       f"last {self.stop.returns.maxlen} episodes{after}")
+        return due
 
     def end_status(self) -> str:
         """Why a loop that returned normally ended (a loop may have set ``self.status`` itself)."""
@@ -359,7 +414,9 @@ class RunSession:
             return self.status
         if self.stop_requested:
             return "interrupted"
-        return "finished" if self.counters["step"] >= self.cfg.total_steps else "stopped: time limit"
+        if self.counters["step"] >= self.cfg.total_steps:
+            return "finished"
+        return "stopped: solved" if self.stop.due(self.counters["step"]) else "stopped: time limit"
 
     def run(self, loop: Callable[[], None], summary_extra: Optional[Callable[[], Dict]] = None, *,
             signals: bool = False) -> Dict:
@@ -440,7 +497,7 @@ class RunSession:
         """Called after the final checkpoint, before the logger closes: the final evaluation (``eval.at_end``)
         of a run that finished or ran out of time."""
         ev = self.cfg.eval
-        if ev.at_end and ev.sets > 0 and status in ("finished", "stopped: time limit"):
+        if ev.at_end and ev.sets > 0 and status in ("finished", "stopped: time limit", "stopped: solved"):
             self.final_eval = self.evaluate(sets=ev.sets, episodes=ev.episodes)
 
     def close(self) -> None:
@@ -484,6 +541,8 @@ class RunSession:
                    "recent_return": recent if recent is not None and math.isfinite(recent) else None,
                    "steps_per_s": (self.counters["step"] - self.start_step) / elapsed,
                    **self.summary_fields(elapsed)}
+        if self.stop.reached_step is not None:
+            summary["stop_reached"] = {"step": self.stop.reached_step, "mean": self.stop.reached_mean}
         if self.final_eval is not None:
             summary["eval"] = {k: self.final_eval[k] for k in ("sets", "episodes", "mode", "mean", "std")}
         if summary_extra is not None:
