@@ -13,7 +13,8 @@ from r2ac.envs import make_config_env
 from r2ac.runtime.common import build_net
 
 
-@pytest.mark.parametrize("env,options", [("cue", "{span: 6}"), ("cue", "{span: 6, obs: vector}"), ("gym:examples.two_keys:TwoKeys", "{span: 6}")])
+@pytest.mark.parametrize("env,options", [("cue", "{span: 6}"), ("cue", "{span: 6, obs: vector}"),
+                                         ("gym:examples.two_keys:TwoKeys", "{span: 6}")])
 def test_policy_acts_as_the_actor(tmp_path, env, options):
     cfg = load_config("configs/quickstart.yaml", [f"env.id={env}", f"env.options={options}", "env.num_envs=3",
                                                   "model.hidden_size=8", f"run_dir={tmp_path}"])
