@@ -113,6 +113,17 @@ def test_time_limit_on_ray_stops_with_a_checkpoint(ray_local, tmp_path):
     assert load_latest_checkpoint(str(tmp_path))["counters"]["step"] == s["step"]
 
 
+def test_stop_success_on_ray_ends_the_run_when_solved(ray_local, tmp_path):
+    """``stop.success`` on Ray: the learner process ends the run once the episodes its actors sent reach it
+    (random play wins the 4-step T-maze about half the time), with ``stop_reached`` in the summary."""
+    from r2ac.runtime.ray_runtime import train
+
+    s = train(tiny_cfg(tmp_path, "total_steps=1000000000", "stop.success=0.3", "stop.window_episodes=20",
+                       "stop.hold_steps=200"), time_limit_s=60.0)
+    assert s["status"] == "stopped: solved" and s["step"] >= s["stop_reached"]["step"] + 200
+    assert s["stop_reached"]["mean"] >= 0.3
+
+
 def test_worker_loads_weights_only_when_the_version_changes(ray_local, tmp_path):
     from r2ac.runtime import build_net
     from r2ac.runtime.ray_runtime import RolloutWorker
