@@ -724,7 +724,8 @@ def matrix(dirs: Sequence[str], base: Optional[str] = None, extra: Sequence[str]
 
 COMPARE_COLUMNS = ["task", "span", "method", "setting", "seeds", "solved", "solved_Msteps",
                    "median_solved_Msteps", "min_held", "min_settled", "final_min", "final_max", "fresh_min",
-                   "fresh_max", "run_Msteps", "steps_per_s", "median_steps_per_s", "source"]
+                   "fresh_max", "run_Msteps", "steps_per_s", "median_steps_per_s", "vs_first_per_seed",
+                   "vs_first_median", "source"]
 
 
 def parse_settings(specs: Sequence[str]) -> Dict[str, List[str]]:
@@ -766,10 +767,17 @@ def compare(settings: Dict[str, List[str]], threshold: Optional[float] = None,
     solved and the agent steps each seed took to solve (steps, not minutes: the settings may have run on
     different machines or beside other work), and each run's agent steps per second of its wall time (a
     speed comparison where the settings ran side by side on one machine). With ``threshold`` each run is
-    judged again at it (:func:`rejudge`), else as its bench judged it."""
+    judged again at it (:func:`rejudge`), else as its bench judged it.
+
+    Each setting after the first is also held against the first where it ran the cell: ``vs_first_per_seed``
+    the ratio of agent steps to solve of each seed that both solved (``s0 0.84 s1 1.02``; seeds solved by one
+    of the two only are left out), ``vs_first_median`` the ratio of the medians over the solved seeds."""
     per, keys = _shared_cells(settings, threshold, window_episodes)
     out = []
+    first = next(iter(per))
     for key in keys:
+        base = {r["seed"]: r["solved_steps"] for r in per[first][key][1]} if key in per[first] else {}
+        base_median = statistics.median([v for v in base.values() if not math.isnan(v)] or [math.nan])
         for label, cells in per.items():
             if key not in cells:
                 continue
@@ -792,8 +800,20 @@ def compare(settings: Dict[str, List[str]], threshold: Optional[float] = None,
                         "run_Msteps": max((r["steps"] / 1e6 for r in rs), default=math.nan),
                         "steps_per_s": " ".join("-" if math.isnan(v) else f"{v:.0f}" for v in rates),
                         "median_steps_per_s": statistics.median(known) if known else math.nan,
-                        "source": " ".join(srcs)})
+                        **_versus(rs, base, base_median, label != first), "source": " ".join(srcs)})
     return out
+
+
+def _versus(rs: Sequence[Dict], base: Dict, base_median: float, other: bool) -> Dict:
+    """``compare``'s ratios of one setting's runs of a cell to the first setting's (``base``: seed -> steps to
+    solve, NaN where not solved)."""
+    if not other or not base:
+        return {"vs_first_per_seed": "", "vs_first_median": math.nan}
+    pairs = [(r["seed"], r["solved_steps"] / base[r["seed"]]) for r in rs
+             if r["seed"] in base and not math.isnan(r["solved_steps"]) and not math.isnan(base[r["seed"]])]
+    solved = [r["solved_steps"] for r in rs if not math.isnan(r["solved_steps"])]
+    median = statistics.median(solved) / base_median if solved and not math.isnan(base_median) else math.nan
+    return {"vs_first_per_seed": " ".join(f"s{seed} {v:.2f}" for seed, v in pairs), "vs_first_median": median}
 
 
 def _lowest(v: float) -> str:
@@ -804,9 +824,10 @@ def _lowest(v: float) -> str:
 def compare_markdown(rows: List[Dict]) -> str:
     """Settings side by side: a row per cell and setting, M steps to solve per seed ("-": not solved), and the
     median of the runs' agent steps per second (thousands)."""
-    lines = ["| task | span | method | setting | seeds solved | M steps to solve, per seed | median | lowest "
-             "after solving | lowest after 0.95 | final | fresh envs | run (M steps) | k steps/s, median |",
-             "| " + " | ".join(["---"] * 13) + " |"]
+    lines = ["| task | span | method | setting | seeds solved | M steps to solve, per seed | median | x the first's "
+             "steps, per seed | x its median | lowest after solving | lowest after 0.95 | final | fresh envs "
+             "| run (M steps) | k steps/s, median |",
+             "| " + " | ".join(["---"] * 15) + " |"]
 
     def num(v, fmt="{:.2f}"):
         return "-" if math.isnan(v) else fmt.format(v)
@@ -819,8 +840,12 @@ def compare_markdown(rows: List[Dict]) -> str:
             solved, steps = f"{r['solved']}/{r['seeds']}", r["solved_Msteps"].replace(" ", ", ")
             median = num(r["median_solved_Msteps"])
             held, settled = _lowest(r["min_held"]), _lowest(r.get("min_settled", math.nan))
+        per_seed = r.get("vs_first_per_seed", "").replace(" s", ", s") or "-"
+        versus = f"{per_seed} | {num(r.get('vs_first_median', math.nan))}"
+        if r["task"] in NO_THRESHOLD:
+            versus = "- | -"
         lines.append(f"| {r['task']} | {r['span']} | {r['method']} | {r['setting']} | {solved} | {steps} | {median} "
-                     f"| {held} | {settled} | {final} | {fresh} | {num(r['run_Msteps'], '{:.1f}')} "
+                     f"| {versus} | {held} | {settled} | {final} | {fresh} | {num(r['run_Msteps'], '{:.1f}')} "
                      f"| {num(r.get('median_steps_per_s', math.nan) / 1000)} |")
     return "\n".join(lines) + "\n"
 

@@ -87,11 +87,14 @@ def test_compare_sets_settings_side_by_side_in_steps(tmp_path, capsys):
     assert rows[0]["solved_Msteps"] == "1.20 3.00" and rows[0]["solved"] == 2  # seed 1 from the rerun
     assert rows[0]["median_solved_Msteps"] == pytest.approx(2.1) and rows[0]["min_held"] == 0.897
     table = compare_markdown(rows).splitlines()
-    assert table[2] == ("| cue-pixels | 100 | rtrl | default | 2/2 | 1.20, 3.00 | 2.10 | 0.897 | 0.931 | 1.00 | - "
-                        "| 1.0 | 8.33 |")  # each run: 1 M steps in 120 s
-    assert table[3] == ("| cue-pixels | 100 | rtrl | contractive | 2/2 | 0.90, 1.10 | 1.00 | 0.950 | 0.960 | 1.00 "
-                        "| 0.36-0.97 | 1.0 | 8.33 |")
-    assert table[5] == "| watermaze | 300 | rtrl | contractive | - | - | - | - | - | 30.60 | - | 1.0 | 8.33 |"
+    assert table[2] == ("| cue-pixels | 100 | rtrl | default | 2/2 | 1.20, 3.00 | 2.10 | - | - | 0.897 | 0.931 | 1.00 "
+                        "| - | 1.0 | 8.33 |")  # each run: 1 M steps in 120 s
+    # the second setting against the first, seed by seed (0.9 / 1.2, 1.1 / 3.0) and median by median (1.0 / 2.1)
+    assert table[3] == ("| cue-pixels | 100 | rtrl | contractive | 2/2 | 0.90, 1.10 | 1.00 | s0 0.75, s1 0.37 | 0.48 "
+                        "| 0.950 | 0.960 | 1.00 | 0.36-0.97 | 1.0 | 8.33 |")
+    assert rows[1]["vs_first_per_seed"] == "s0 0.75 s1 0.37" and rows[1]["vs_first_median"] == pytest.approx(1 / 2.1)
+    assert table[5] == ("| watermaze | 300 | rtrl | contractive | - | - | - | - | - | - | - | 30.60 | - | 1.0 "
+                        "| 8.33 |")
     assert rows[0]["steps_per_s"] == "8333 8333" and rows[0]["median_steps_per_s"] == pytest.approx(1e6 / 120)
 
     out = tmp_path / "out"
