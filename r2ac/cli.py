@@ -101,6 +101,11 @@ def _train(args) -> int:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     print(json.dumps(summary, indent=2))
+    if summary.get("status") == "stopped: solved":
+        reached = summary.get("stop_reached", {})
+        print(f"r2ac {args.command}: solved: stop.success {cfg.stop.success:g} reached at step {reached.get('step')} "
+              f"(mean {reached.get('mean', float('nan')):.3f} over the last {cfg.stop.window_episodes} episodes); "
+              f"stopped at step {summary.get('step')}", file=sys.stderr)
     if summary.get("status") == "stopped: time limit":
         print(f"r2ac {args.command}: stopped at the time limit (--minutes {minutes:g}) at step {summary.get('step')} "
               f"of {cfg.total_steps}; {_again(args.command, run_dir)} (with --minutes for another budget)",

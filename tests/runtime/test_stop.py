@@ -50,7 +50,7 @@ def test_the_episodes_of_a_run_reach_its_stop():
 
 
 @pytest.mark.parametrize("hold", [0, 2000])
-def test_a_run_ends_when_solved_and_trains_on_for_the_hold(tmp_path, hold):
+def test_a_run_ends_when_solved_and_trains_on_for_the_hold(tmp_path, capsys, hold):
     run_dir = tmp_path / "run"
     # random play wins the 4-step T-maze about half the time: 0.3 over 20 episodes comes within a few updates
     assert main(["train", *TINY_IMPALA, f"run_dir={run_dir}", "stop.success=0.3", "stop.window_episodes=20",
@@ -61,6 +61,7 @@ def test_a_run_ends_when_solved_and_trains_on_for_the_hold(tmp_path, hold):
     assert reached["mean"] >= 0.3 and reached["step"] > 0
     assert reached["step"] + hold <= summary["step"] < reached["step"] + hold + 1000
     assert "stop.success 0.3 reached" in (run_dir / "events.log").read_text()
+    assert f"solved: stop.success 0.3 reached at step {reached['step']}" in capsys.readouterr().err
     rows = list(csv.DictReader(open(run_dir / "metrics.csv")))
     assert int(float(rows[-1]["step"])) == summary["step"]  # the last row is logged at the stop
 
